@@ -1,0 +1,53 @@
+/* Arrays: immutable, reference-counted, on one device. */
+#ifndef KILN_ARRAY_H
+#define KILN_ARRAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_MAX_RANK 8
+
+typedef struct kiln_array kiln_array;
+
+/* Copies `nbytes` of host data (C order) into a new array on `dev`. nbytes
+ * must equal the shape's element count times the dtype's size; zero-size
+ * dimensions are allowed (then data may be NULL). The copy may still be in
+ * flight when this returns; `data` may be reused at once. */
+kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank,
+                                 const int64_t *shape, const void *data, size_t nbytes,
+                                 kiln_array **out);
+/* Copies the array into `dst` (exactly kiln_array_nbytes bytes), waiting for
+ * pending work first. */
+kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes);
+kiln_status kiln_array_block_until_ready(const kiln_array *a);
+/* A copy of `a` on `dev` (a new reference to `a` itself when it already lives
+ * there), like jax.device_put(x, device). */
+kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out);
+
+void kiln_array_retain(kiln_array *a);
+void kiln_array_release(kiln_array *a); /* NULL is allowed */
+/* Frees the array's buffer now; every later use is KILN_ERR_DELETED (the
+ * handle stays valid until released). Donation deletes its inputs this way. */
+kiln_status kiln_array_delete(kiln_array *a);
+int kiln_array_is_deleted(const kiln_array *a);
+
+kiln_dtype kiln_array_dtype(const kiln_array *a);
+int kiln_array_rank(const kiln_array *a);
+const int64_t *kiln_array_shape(const kiln_array *a);
+int64_t kiln_array_size(const kiln_array *a);   /* element count */
+size_t kiln_array_nbytes(const kiln_array *a);
+kiln_device *kiln_array_device(const kiln_array *a);
+/* Writes e.g. "f32[2,3]{cpu:0}" into buf (always NUL-terminated). */
+void kiln_array_describe(const kiln_array *a, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

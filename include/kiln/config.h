@@ -1,0 +1,55 @@
+/* Context options. Zero/NULL fields mean "take the KILN_* variable, else the
+ * built-in default"; the variables are read once, by kiln_ctx_new. */
+#ifndef KILN_CONFIG_H
+#define KILN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kiln/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kiln_backend {
+  KILN_BACKEND_DEFAULT = 0, /* KILN_BACKEND, else auto */
+  KILN_BACKEND_AUTO = 1,    /* CUDA when a driver and a device exist, else CPU */
+  KILN_BACKEND_CPU = 2,
+  KILN_BACKEND_CUDA = 3
+} kiln_backend;
+
+typedef enum kiln_log_level {
+  KILN_LOG_DEFAULT = 0, /* KILN_LOG, else warn */
+  KILN_LOG_OFF = 1,
+  KILN_LOG_ERROR = 2,
+  KILN_LOG_WARN = 3,
+  KILN_LOG_INFO = 4,
+  KILN_LOG_DEBUG = 5
+} kiln_log_level;
+
+typedef enum kiln_promotion_option {
+  KILN_PROMOTION_DEFAULT = 0, /* standard */
+  KILN_PROMOTION_OPT_STANDARD = 1,
+  KILN_PROMOTION_OPT_STRICT = 2
+} kiln_promotion_option;
+
+typedef struct kiln_options {
+  kiln_backend backend;       /* KILN_BACKEND: auto | cpu | cuda */
+  int num_cpu_devices;        /* KILN_NUM_CPU_DEVICES: 1..1024, default 1 */
+  const char *cache_dir;      /* KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
+  const char *dump_dir;       /* KILN_DUMP_DIR, default none (no dumps) */
+  kiln_log_level log_level;   /* KILN_LOG: off | error | warn | info | debug */
+  kiln_promotion_option promotion;
+  uint64_t cpu_device_memory; /* bytes each virtual CPU device may hold; 0: unlimited */
+} kiln_options;
+
+/* All fields zero: every setting from the environment or its default. */
+void kiln_options_init(kiln_options *opts);
+
+const char *kiln_backend_name(kiln_backend b); /* "default", "auto", "cpu", "cuda" */
+const char *kiln_log_level_name(kiln_log_level l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,76 @@
+/* Status names and the thread-local message behind kiln_last_error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/core.h"
+
+#define KCORE_MSG_CAP 4096
+static _Thread_local char kcore_msg[KCORE_MSG_CAP];
+
+const char *kiln_status_str(kiln_status s) {
+  switch (s) {
+#define KCORE_NAME(x) \
+  case x:             \
+    return #x;
+    KCORE_NAME(KILN_OK)
+    KCORE_NAME(KILN_ERR_ARGUMENT)
+    KCORE_NAME(KILN_ERR_OUT_OF_RANGE)
+    KCORE_NAME(KILN_ERR_TREE)
+    KCORE_NAME(KILN_ERR_CONFIG)
+    KCORE_NAME(KILN_ERR_SHAPE)
+    KCORE_NAME(KILN_ERR_SIZE_OVERFLOW)
+    KCORE_NAME(KILN_ERR_DTYPE)
+    KCORE_NAME(KILN_ERR_PROMOTION)
+    KCORE_NAME(KILN_ERR_OUT_OF_MEMORY)
+    KCORE_NAME(KILN_ERR_DEVICE)
+    KCORE_NAME(KILN_ERR_WRONG_DEVICE)
+    KCORE_NAME(KILN_ERR_COMPILE)
+    KCORE_NAME(KILN_ERR_COLLECTIVE)
+    KCORE_NAME(KILN_ERR_DELETED)
+    KCORE_NAME(KILN_ERR_UNIMPLEMENTED)
+    KCORE_NAME(KILN_ERR_IO)
+    KCORE_NAME(KILN_ERR_INTERNAL)
+#undef KCORE_NAME
+  }
+  return "KILN_ERR_UNKNOWN";
+}
+
+kiln_status_kind kiln_status_kind_of(kiln_status s) {
+  int kind = (int)s / 100;
+  if (s < 0 || kind > KILN_KIND_INTERNAL) return KILN_KIND_INTERNAL;
+  return (kiln_status_kind)kind;
+}
+
+const char *kiln_last_error(void) { return kcore_msg; }
+
+void kiln_clear_error(void) { kcore_msg[0] = '\0'; }
+
+kiln_status kcore_vfail(kiln_status s, const char *fmt, va_list ap) {
+  vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
+  return s;
+}
+
+kiln_status kcore_fail(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kcore_vfail(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) {
+  char old[KCORE_MSG_CAP];
+  memcpy(old, kcore_msg, sizeof old);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof kcore_msg && old[0] != '\0')
+    snprintf(kcore_msg + n, sizeof kcore_msg - (size_t)n, ": %s", old);
+  return s;
+}
+
+_Noreturn void kcore_assert_failed(const char *expr, const char *file, int line, const char *fn) {
+  fprintf(stderr, "kiln: internal invariant broken: %s (%s:%d in %s)\n", expr, file, line, fn);
+  abort();
+}

@@ -1,0 +1,166 @@
+/* Arrays: one immutable buffer on one device, shared by reference count. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/runtime.h"
+
+static void krt_buffer_free(kiln_array *a) {
+  if (a->buf.nbytes == 0 && a->buf.ptr == 0 && !a->buf.ready) return;
+  a->device->ops->release(a->device, &a->buf);
+  atomic_fetch_sub(&a->device->bytes_in_use, (uint64_t)a->buf.nbytes);
+  memset(&a->buf, 0, sizeof a->buf);
+}
+
+kiln_status krt_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                            const int64_t *shape, kiln_array **out) {
+  int64_t elements;
+  size_t nbytes;
+  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, &elements, &nbytes);
+  if (st) return st;
+  kiln_array *a = calloc(1, sizeof *a);
+  if (!a) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (nbytes > 0 && (st = dev->ops->alloc(dev, nbytes, &a->buf)) != KILN_OK) {
+    free(a);
+    char t[160];
+    return kcore_fail_wrap(st, "%s: allocating %s", op,
+                           kcore_format_type(dtype, rank, shape, t, sizeof t));
+  }
+  atomic_fetch_add(&dev->bytes_in_use, (uint64_t)nbytes);
+  atomic_init(&a->refs, 1);
+  atomic_init(&a->deleted, false);
+  a->dtype = dtype;
+  a->rank = rank;
+  if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
+  a->size = elements;
+  a->device = dev;
+  atomic_fetch_add(&dev->ctx->live_arrays, 1);
+  *out = a;
+  return KILN_OK;
+}
+
+kiln_status krt_array_check(const char *op, const kiln_array *a) {
+  if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "%s: array is NULL", op);
+  if (atomic_load(&((kiln_array *)a)->deleted)) {
+    char t[200];
+    kiln_array_describe(a, t, sizeof t);
+    return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op, t);
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank,
+                                 const int64_t *shape, const void *data, size_t nbytes,
+                                 kiln_array **out) {
+  static const char op[] = "kiln_array_from_host";
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
+  *out = NULL;
+  if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
+  size_t need;
+  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, NULL, &need);
+  if (st) return st;
+  char t[160];
+  if (nbytes != need)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: %zu bytes given, %s needs %zu", op, nbytes,
+                      kcore_format_type(dtype, rank, shape, t, sizeof t), need);
+  if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is NULL", op);
+  kiln_array *a;
+  if ((st = krt_array_alloc(op, dev, dtype, rank, shape, &a))) return st;
+  if (need > 0 && (st = dev->ops->upload(dev, &a->buf, data, need, KRT_COPY_STAGED))) {
+    kiln_array_release(a);
+    return kcore_fail_wrap(st, "%s: copying %s to %s", op,
+                           kcore_format_type(dtype, rank, shape, t, sizeof t), dev->info.name);
+  }
+  *out = a;
+  return KILN_OK;
+}
+
+kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes) {
+  static const char op[] = "kiln_array_to_host";
+  kiln_status st = krt_array_check(op, a);
+  if (st) return st;
+  size_t need = kiln_array_nbytes(a);
+  if (nbytes != need) {
+    char t[200];
+    kiln_array_describe(a, t, sizeof t);
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: destination holds %zu bytes, %s has %zu", op, nbytes,
+                      t, need);
+  }
+  if (need == 0) return KILN_OK;
+  if (!dst) return kcore_fail(KILN_ERR_ARGUMENT, "%s: dst is NULL", op);
+  return a->device->ops->download(a->device, &a->buf, dst, need, KRT_COPY_STAGED);
+}
+
+kiln_status kiln_array_block_until_ready(const kiln_array *a) {
+  kiln_status st = krt_array_check("kiln_array_block_until_ready", a);
+  if (st || a->buf.nbytes == 0) return st;
+  return a->device->ops->wait(a->device, &a->buf);
+}
+
+kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out) {
+  static const char op[] = "kiln_device_put";
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
+  *out = NULL;
+  kiln_status st = krt_array_check(op, a);
+  if (st) return st;
+  if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
+  if (dev->ctx != a->device->ctx)
+    return kcore_fail(KILN_ERR_WRONG_DEVICE,
+                      "%s: %s belongs to another context than the array's device %s", op,
+                      dev->info.name, a->device->info.name);
+  if (dev == a->device) {
+    kiln_array_retain(a);
+    *out = a;
+    return KILN_OK;
+  }
+  kiln_array *b;
+  if ((st = krt_array_alloc(op, dev, a->dtype, a->rank, a->shape, &b))) return st;
+  if (b->buf.nbytes > 0 &&
+      (st = dev->ops->copy(dev, &b->buf, a->device, &a->buf, b->buf.nbytes))) {
+    kiln_array_release(b);
+    return kcore_fail_wrap(st, "%s: %s -> %s", op, a->device->info.name, dev->info.name);
+  }
+  *out = b;
+  return KILN_OK;
+}
+
+void kiln_array_retain(kiln_array *a) {
+  if (a) atomic_fetch_add(&a->refs, 1);
+}
+
+void kiln_array_release(kiln_array *a) {
+  if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
+  if (!atomic_load(&a->deleted)) krt_buffer_free(a);
+  atomic_fetch_sub(&a->device->ctx->live_arrays, 1);
+  free(a);
+}
+
+kiln_status kiln_array_delete(kiln_array *a) {
+  if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_array_delete: array is NULL");
+  if (atomic_exchange(&a->deleted, true)) return KILN_OK; /* deleting twice is harmless, as in JAX */
+  krt_buffer_free(a);
+  return KILN_OK;
+}
+
+int kiln_array_is_deleted(const kiln_array *a) {
+  return a ? atomic_load(&((kiln_array *)a)->deleted) : 0;
+}
+
+kiln_dtype kiln_array_dtype(const kiln_array *a) { return a ? a->dtype : KILN_INVALID_DTYPE; }
+int kiln_array_rank(const kiln_array *a) { return a ? a->rank : 0; }
+const int64_t *kiln_array_shape(const kiln_array *a) { return a ? a->shape : NULL; }
+int64_t kiln_array_size(const kiln_array *a) { return a ? a->size : 0; }
+size_t kiln_array_nbytes(const kiln_array *a) {
+  return a ? (size_t)a->size * kiln_dtype_size(a->dtype) : 0;
+}
+kiln_device *kiln_array_device(const kiln_array *a) { return a ? a->device : NULL; }
+
+void kiln_array_describe(const kiln_array *a, char *buf, size_t cap) {
+  if (!buf || cap == 0) return;
+  if (!a) {
+    snprintf(buf, cap, "(null)");
+    return;
+  }
+  char t[160];
+  snprintf(buf, cap, "%s{%s}", kcore_format_type(a->dtype, a->rank, a->shape, t, sizeof t),
+           a->device->info.name);
+}

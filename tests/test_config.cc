@@ -1,0 +1,164 @@
+// Options: explicit values over KILN_* variables over defaults; bad values fail.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "kiln/kiln.h"
+
+namespace {
+
+// Sets a variable for one test and restores the previous value.
+class EnvVar {
+ public:
+  EnvVar(const char *name, const char *value) : name_(name) {
+    const char *old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~EnvVar() {
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+bool Contains(const char *haystack, const char *needle) {
+  return std::string(haystack).find(needle) != std::string::npos;
+}
+
+TEST(Config, DefaultsWithNoEnvironment) {
+  EnvVar b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
+      d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;  // auto would try CUDA first: fine, but keep this test CPU-only
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  const kiln_options *r = kiln_ctx_options(ctx);
+  EXPECT_EQ(r->backend, KILN_BACKEND_CPU);
+  EXPECT_EQ(r->num_cpu_devices, 1);
+  EXPECT_EQ(r->log_level, KILN_LOG_WARN);
+  EXPECT_EQ(r->promotion, KILN_PROMOTION_OPT_STANDARD);
+  EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
+  EXPECT_EQ(r->dump_dir, nullptr);
+  EXPECT_EQ(kiln_device_count(ctx), 1);
+  kiln_ctx_free(ctx);
+}
+
+TEST(Config, EnvironmentFillsDefaults) {
+  EnvVar b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
+      d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_OK) << kiln_last_error();
+  const kiln_options *r = kiln_ctx_options(ctx);
+  EXPECT_EQ(kiln_ctx_backend(ctx), KILN_BACKEND_CPU);
+  EXPECT_EQ(kiln_device_count(ctx), 4);
+  EXPECT_EQ(r->log_level, KILN_LOG_ERROR);
+  EXPECT_STREQ(r->dump_dir, "/tmp/kiln-dump");
+  EXPECT_STREQ(r->cache_dir, "/tmp/kiln-cache");
+  kiln_ctx_free(ctx);
+}
+
+TEST(Config, ExplicitOptionsWinOverEnvironment) {
+  EnvVar n("KILN_NUM_CPU_DEVICES", "4"), c("KILN_CACHE_DIR", "/tmp/from-env");
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  o.num_cpu_devices = 2;
+  o.cache_dir = "/tmp/explicit";
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_device_count(ctx), 2);
+  EXPECT_STREQ(kiln_ctx_options(ctx)->cache_dir, "/tmp/explicit");
+  kiln_ctx_free(ctx);
+}
+
+struct BadEnv {
+  const char *var, *value, *expect;
+};
+
+class ConfigBadEnv : public ::testing::TestWithParam<BadEnv> {};
+
+TEST_P(ConfigBadEnv, IsAClearErrorAtContextCreation) {
+  const BadEnv &p = GetParam();
+  EnvVar v(p.var, p.value);
+  kiln_ctx *ctx = reinterpret_cast<kiln_ctx *>(0x1);
+  EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_TRUE(Contains(kiln_last_error(), "kiln_ctx_new")) << kiln_last_error();
+  EXPECT_TRUE(Contains(kiln_last_error(), p.expect)) << kiln_last_error();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Values, ConfigBadEnv,
+    ::testing::Values(BadEnv{"KILN_BACKEND", "tpu", "KILN_BACKEND='tpu'"},
+                      BadEnv{"KILN_NUM_CPU_DEVICES", "0", "KILN_NUM_CPU_DEVICES='0'"},
+                      BadEnv{"KILN_NUM_CPU_DEVICES", "-2", "KILN_NUM_CPU_DEVICES='-2'"},
+                      BadEnv{"KILN_NUM_CPU_DEVICES", "3x", "KILN_NUM_CPU_DEVICES='3x'"},
+                      BadEnv{"KILN_NUM_CPU_DEVICES", "99999999999", "[1, 1024]"},
+                      BadEnv{"KILN_LOG", "verbose", "KILN_LOG='verbose'"}));
+
+TEST(Config, BadExplicitOptions) {
+  kiln_options o;
+  kiln_ctx *ctx = nullptr;
+  kiln_options_init(&o);
+  o.num_cpu_devices = -1;
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  EXPECT_TRUE(Contains(kiln_last_error(), "num_cpu_devices=-1"));
+  kiln_options_init(&o);
+  o.backend = static_cast<kiln_backend>(17);
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  kiln_options_init(&o);
+  o.log_level = static_cast<kiln_log_level>(9);
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  kiln_options_init(&o);
+  o.cache_dir = "";
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  EXPECT_EQ(kiln_ctx_new(nullptr, nullptr), KILN_ERR_ARGUMENT);
+}
+
+TEST(Config, VariablesAreReadOnceAtCreation) {
+  EnvVar n("KILN_NUM_CPU_DEVICES", "3");
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK);
+  setenv("KILN_NUM_CPU_DEVICES", "junk", 1);  // later changes do not reach the context
+  EXPECT_EQ(kiln_ctx_options(ctx)->num_cpu_devices, 3);
+  EXPECT_EQ(kiln_device_count(ctx), 3);
+  kiln_ctx_free(ctx);
+}
+
+TEST(Config, AutoFallsBackToCpuWithoutAGpu) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_AUTO;
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  kiln_device *d = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &d), KILN_OK);
+  kiln_device_info info;
+  ASSERT_EQ(kiln_device_info_get(d, &info), KILN_OK);
+  // On a GPU machine auto picks CUDA; everywhere else it must be the CPU.
+  EXPECT_EQ(info.platform, kiln_ctx_backend(ctx));
+  kiln_ctx_free(ctx);
+}
+
+TEST(Config, NamesOfEnums) {
+  EXPECT_STREQ(kiln_backend_name(KILN_BACKEND_CUDA), "cuda");
+  EXPECT_STREQ(kiln_backend_name(static_cast<kiln_backend>(42)), "invalid");
+  EXPECT_STREQ(kiln_log_level_name(KILN_LOG_INFO), "info");
+}
+
+}  // namespace
