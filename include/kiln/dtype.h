@@ -28,9 +28,11 @@ typedef enum kiln_dtype {
   KILN_NUM_DTYPES
 } kiln_dtype;
 
-/* "bool", "int8", ..., "float16", "bfloat16", "float32" (numpy names). */
+/* "bool", "int8", ..., "float16", "bfloat16", "float32" (numpy names);
+ * "invalid" for a value that is not a dtype. */
 const char *kiln_dtype_name(kiln_dtype d);
-/* Short jaxpr-style names: "bool", "i8", ..., "f16", "bf16", "f32", "f64". */
+/* Short jaxpr-style names: "bool", "i8", ..., "f16", "bf16", "f32", "f64";
+ * "invalid" for a value that is not a dtype. */
 const char *kiln_dtype_short_name(kiln_dtype d);
 /* Parses either form; KILN_ERR_DTYPE for an unknown name. */
 kiln_status kiln_dtype_from_name(const char *name, kiln_dtype *out);
@@ -43,7 +45,10 @@ int kiln_dtype_is_unsigned(kiln_dtype d);
 int kiln_dtype_is_float(kiln_dtype d);
 
 /* Round-to-nearest-even conversions; NaN stays NaN (quiet), infinities,
- * signed zeros and subnormals are exact where representable. */
+ * signed zeros and subnormals are exact where representable. Bit for bit as
+ * XLA converts, except that f32 -> bf16 keeps the sign and top payload bits
+ * of a NaN (XLA returns sign|0x7fc0), and bf16 -> f32 is the exact widening
+ * (a signaling NaN stays signaling, as in XLA and CUDA). */
 uint16_t kiln_f32_to_f16(float f);
 float kiln_f16_to_f32(uint16_t h);
 uint16_t kiln_f32_to_bf16(float f);
@@ -63,9 +68,21 @@ typedef enum kiln_promotion_mode {
 
 /* jnp.promote_types(a, b) with weak types as JAX's lattice defines them
  * (x64 enabled: 64-bit types are kept). Strict mode refuses every implicit
- * promotion between different strong types with KILN_ERR_PROMOTION. */
+ * promotion between different strong types with KILN_ERR_PROMOTION.
+ * This is the rule jnp's binary ops apply (dtypes.lattice_result_type): the
+ * dtype and weak flag of `a + b`. Two weak operands join their concrete
+ * dtypes and stay weak (weak f16 + weak f32 = weak f32); a weak operand
+ * meeting a strong one counts by its kind only; a weak int or float result
+ * from a weak kind is i64/f64; a bool result is never weak.
+ * KILN_ERR_DTYPE for an invalid dtype, KILN_ERR_ARGUMENT for a NULL out or
+ * an invalid mode. */
 kiln_status kiln_promote_types(kiln_wdtype a, kiln_wdtype b, kiln_promotion_mode mode,
                                kiln_wdtype *out);
+/* jax.dtypes.result_type(a, b, return_weak_type_flag=True): as
+ * kiln_promote_types, but a weak result is reported at its kind's default
+ * width (i64, u64 or f64), so weak f16 + weak f32 = weak f64. */
+kiln_status kiln_result_type(kiln_wdtype a, kiln_wdtype b, kiln_promotion_mode mode,
+                             kiln_wdtype *out);
 
 #ifdef __cplusplus
 }

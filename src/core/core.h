@@ -10,6 +10,14 @@
 #include <string.h>
 #include "kiln/kiln.h"
 
+/* Internal headers are also read by the C++ tests. */
+#ifdef __cplusplus
+#define KCORE_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define KCORE_NORETURN _Noreturn
+#endif
+
 #if defined(__GNUC__)
 #define KCORE_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -29,14 +37,19 @@ kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) KCORE_PRINTF(2,
   do {                                                                    \
     if (!(cond)) kcore_assert_failed(#cond, __FILE__, __LINE__, __func__); \
   } while (0)
-_Noreturn void kcore_assert_failed(const char *expr, const char *file, int line, const char *fn);
+KCORE_NORETURN void kcore_assert_failed(const char *expr, const char *file, int line, const char *fn);
+
+/* ---- dtypes ---- */
+/* KILN_OK for a valid dtype, else KILN_ERR_DTYPE with "<op>: invalid dtype N". */
+kiln_status kcore_check_dtype(const char *op, kiln_dtype d);
 
 /* ---- f16/bf16 <-> f32, inline for element loops ----
- * Branch-free selects, so loops over them vectorize; kiln_f16_to_f32 & co.
- * are the exported wrappers (src/core/dtype.c). Round to nearest even.
- * NaN payloads follow XLA and the hardware: f16 <-> f32 keeps the sign and
- * the payload bits that fit and sets the quiet bit; bf16 -> f32 is the exact
- * shift; f32 -> bf16 keeps sign and top payload bits and sets the quiet bit. */
+ * Every path is computed and the result picked by masks, with no branch, so
+ * loops over these vectorize (a plain ?: on float values stays a branch
+ * under -ftrapping-math). kiln_f16_to_f32 & co. are the exported wrappers.
+ * Round to nearest even. NaNs as XLA and the hardware: f16 <-> f32 keeps the
+ * sign and the payload bits that fit and sets the quiet bit; bf16 -> f32 is
+ * the exact shift; f32 -> bf16 keeps sign and top payload, sets quiet. */
 static inline uint32_t kcore_f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
@@ -49,16 +62,22 @@ static inline float kcore_bits_f32(uint32_t u) {
   return f;
 }
 
+/* cond ? a : b as a bit mask select. */
+static inline uint32_t kcore_select_u32(bool cond, uint32_t a, uint32_t b) {
+  return b ^ ((a ^ b) & (0u - (uint32_t)cond));
+}
+
 static inline float kcore_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t em = h & 0x7fffu; /* exponent and mantissa */
   /* Normal: move the fields up and rebias the exponent (127 - 15 = 112). */
   uint32_t normal = (em << 13) + (112u << 23);
   /* Subnormal (and zero): em * 2^-24, exact in f32 since em < 2^10. */
-  uint32_t subnormal = kcore_f32_bits((float)em * 0x1p-24f);
+  uint32_t subnormal = kcore_f32_bits((float)(int32_t)em * 0x1p-24f);
   /* Infinity and NaN: all-ones exponent; a NaN gets the quiet bit. */
-  uint32_t special = 0x7f800000u | (em << 13) | (em > 0x7c00u ? 0x00400000u : 0u);
-  uint32_t mag = em < 0x0400u ? subnormal : em >= 0x7c00u ? special : normal;
+  uint32_t special = 0x7f800000u | (em << 13) | kcore_select_u32(em > 0x7c00u, 0x00400000u, 0u);
+  uint32_t mag = kcore_select_u32(em < 0x0400u, subnormal, normal);
+  mag = kcore_select_u32(em >= 0x7c00u, special, mag);
   return kcore_bits_f32(sign | mag);
 }
 
@@ -72,12 +91,13 @@ static inline uint16_t kcore_f32_to_f16(float f) {
   uint32_t normal = (r + 0x0fffu + ((r >> 13) & 1u)) >> 13;
   /* Below 2^-14: adding 0.5f makes the FPU round |f| to a multiple of 2^-24
    * (the ulp at 0.5) to nearest even; the low bits are then the f16 pattern,
-   * 0x400 (the smallest normal) included. */
+   * 0x400 (the smallest normal) included. Needs the default rounding mode;
+   * FTZ/DAZ are harmless (f32 subnormals round to zero either way). */
   uint32_t subnormal = kcore_f32_bits(kcore_bits_f32(a) + 0.5f) - 0x3f000000u;
   uint32_t nan = 0x7e00u | ((a >> 13) & 0x03ffu); /* quiet, never infinity */
-  uint32_t mag = a < 0x38800000u ? subnormal : normal;
-  mag = a >= 0x477ff000u ? 0x7c00u : mag; /* >= 65520 rounds to infinity */
-  mag = a > 0x7f800000u ? nan : mag;
+  uint32_t mag = kcore_select_u32(a < 0x38800000u, subnormal, normal);
+  mag = kcore_select_u32(a >= 0x477ff000u, 0x7c00u, mag); /* >= 65520 overflows */
+  mag = kcore_select_u32(a > 0x7f800000u, nan, mag);
   return (uint16_t)(sign | mag);
 }
 
@@ -89,7 +109,7 @@ static inline uint16_t kcore_f32_to_bf16(float f) {
    * f32 subnormals round like any other value. */
   uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   uint32_t nan = (x >> 16) | 0x0040u; /* quiet, keeps sign and top payload */
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  return (uint16_t)kcore_select_u32((x & 0x7fffffffu) > 0x7f800000u, nan, rounded);
 }
 
 /* ---- configuration (read once, by kiln_ctx_new) ---- */
@@ -128,4 +148,7 @@ char *kcore_strdup(const char *s);
 /* Monotonic clock in nanoseconds. */
 uint64_t kcore_now_ns(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
