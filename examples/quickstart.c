@@ -31,8 +31,12 @@ static void print_devices(kiln_ctx *ctx) {
     kiln_device_info info;
     kiln_device_get(ctx, i, &d);
     kiln_device_info_get(d, &info);
-    printf("  [%d] %-24s sm_%d%d  %d units  %.1f GiB\n", i, info.name, info.compute_major,
-           info.compute_minor, info.multiprocessors, (double)info.total_memory / (1 << 30));
+    if (info.platform == KILN_BACKEND_CUDA)
+      printf("  [%d] %-24s sm_%d%d  %d SMs  %.1f GiB\n", i, info.name, info.compute_major,
+             info.compute_minor, info.multiprocessors, (double)info.total_memory / (1 << 30));
+    else
+      printf("  [%d] %-24s %d cores  %.1f GiB\n", i, info.name, info.multiprocessors,
+             (double)info.total_memory / (1 << 30));
   }
 }
 

@@ -36,8 +36,9 @@ const char *kiln_status_str(kiln_status s) {
 }
 
 kiln_status_kind kiln_status_kind_of(kiln_status s) {
-  int kind = (int)s / 100;
-  if (s < 0 || kind > KILN_KIND_INTERNAL) return KILN_KIND_INTERNAL;
+  int code = (int)s; /* the enum may be unsigned: compare as int */
+  int kind = code / 100;
+  if (code < 0 || kind > KILN_KIND_INTERNAL) return KILN_KIND_INTERNAL;
   return (kiln_status_kind)kind;
 }
 
