@@ -1,0 +1,36 @@
+/* bench/report: what every benchmark program reports. Rows of named numbers,
+ * printed as an aligned table and written as JSON together with where and
+ * when they were measured: the devices, the platform, the UTC date, the git
+ * revision (read when the program runs), the host and the run's parameters.
+ * Prefix kbench_. */
+#ifndef KILN_BENCH_REPORT_H
+#define KILN_BENCH_REPORT_H
+
+#include <stdio.h>
+#include "kiln/kiln.h"
+
+typedef struct kbench_report kbench_report;
+
+/* A report for the benchmark `name` ("copy_bandwidth"). */
+kiln_status kbench_report_new(const char *name, kbench_report **out);
+void kbench_report_free(kbench_report *r); /* NULL is allowed */
+
+/* A device the numbers come from, with its platform ("cuda", "cpu"). */
+kiln_status kbench_report_add_device(kbench_report *r, const char *name, const char *platform);
+/* A parameter of the run (iterations, sizes), kept in the JSON. */
+kiln_status kbench_report_param(kbench_report *r, const char *key, double value);
+
+/* Starts a row; kbench_report_value fills its columns. Columns appear in the
+ * order they are first used. A NaN value means "not applicable": the table
+ * prints n/a and the JSON null; a column a row never sets is left out. */
+kiln_status kbench_report_row(kbench_report *r, const char *name);
+kiln_status kbench_report_value(kbench_report *r, const char *column, double value);
+
+void kbench_report_print(const kbench_report *r, FILE *out);
+/* Writes the JSON to `path`, or, when path is NULL, to
+ * bench/results/<name>-<first device>.json in the source tree. The path used
+ * is copied into `written` (cap bytes) when it is not NULL. */
+kiln_status kbench_report_write_json(const kbench_report *r, const char *path, char *written,
+                                     size_t cap);
+
+#endif

@@ -1,0 +1,234 @@
+/* backend/cuda: NVIDIA GPUs through the CUDA driver API, NVRTC, cuBLAS(Lt)
+ * and NCCL. The only door of src/backend/cuda; prefix kcuda_. The backend's
+ * entry point, kcuda_backend_open, is declared in runtime/runtime.h.
+ *
+ * The driver library is not linked: it is dlopen'ed when a context opens the
+ * backend, so kiln links and runs on machines without a GPU or a driver, and
+ * every entry point is resolved through cuGetProcAddress at the ABI version
+ * of the prototype kiln was written against. */
+#ifndef KILN_SRC_BACKEND_CUDA_H
+#define KILN_SRC_BACKEND_CUDA_H
+
+#include <cublas_api.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nccl.h>
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include "runtime/runtime.h"
+
+/* The oldest driver kiln runs on (cuGetProcAddress_v2 and the stream-ordered
+ * allocator as used here are both there from 12.0). */
+#define KCUDA_MIN_DRIVER_VERSION 12000
+#define KCUDA_DRIVER_LIBRARY "libcuda.so.1"
+/* Size of each of a device's two pinned staging buffers: large enough that a
+ * chunk's DMA costs far more than the call that starts it, small enough that
+ * the pipeline fills after one chunk. */
+#define KCUDA_STAGING_BYTES ((size_t)8 << 20)
+
+/* ---- the driver's entry points ---- */
+
+/* Every driver function kiln calls, with the CUDA version of the ABI it was
+ * written against: cuGetProcAddress is asked for exactly that version, and the
+ * table's field has the matching PFN_<name>_v<version> type from
+ * cudaTypedefs.h, so a newer driver can never hand over a changed signature. */
+#define KCUDA_DRIVER_FUNCTIONS(X)     \
+  X(cuGetErrorName, 6000)             \
+  X(cuGetErrorString, 6000)           \
+  X(cuInit, 2000)                     \
+  X(cuDeviceGetCount, 2000)           \
+  X(cuDeviceGet, 2000)                \
+  X(cuDeviceGetName, 2000)            \
+  X(cuDeviceGetAttribute, 2000)       \
+  X(cuDeviceTotalMem, 3020)           \
+  X(cuDeviceCanAccessPeer, 4000)      \
+  X(cuDevicePrimaryCtxRetain, 7000)   \
+  X(cuDevicePrimaryCtxRelease, 11000) \
+  X(cuCtxPushCurrent, 4000)           \
+  X(cuCtxPopCurrent, 4000)            \
+  X(cuStreamCreate, 2000)             \
+  X(cuStreamDestroy, 4000)            \
+  X(cuStreamSynchronize, 2000)        \
+  X(cuStreamWaitEvent, 3020)          \
+  X(cuEventCreate, 2000)              \
+  X(cuEventDestroy, 4000)             \
+  X(cuEventRecord, 2000)              \
+  X(cuEventSynchronize, 2000)         \
+  X(cuMemPoolCreate, 11020)           \
+  X(cuMemPoolDestroy, 11020)          \
+  X(cuMemPoolSetAttribute, 11020)     \
+  X(cuMemPoolGetAttribute, 11020)     \
+  X(cuMemPoolSetAccess, 11020)        \
+  X(cuMemPoolTrimTo, 11020)           \
+  X(cuMemAllocFromPoolAsync, 11020)   \
+  X(cuMemFreeAsync, 11020)            \
+  X(cuMemHostAlloc, 2020)             \
+  X(cuMemFreeHost, 2000)              \
+  X(cuMemcpyHtoDAsync, 3020)          \
+  X(cuMemcpyDtoHAsync, 3020)          \
+  X(cuMemcpyDtoDAsync, 3020)          \
+  X(cuMemcpyPeerAsync, 4000)
+
+typedef struct kcuda_driver {
+  void *library; /* the dlopen handle */
+  int version;   /* cuDriverGetVersion: 1000 * major + 10 * minor */
+#define KCUDA_DRIVER_FIELD(name, abi) PFN_##name##_v##abi name;
+  KCUDA_DRIVER_FUNCTIONS(KCUDA_DRIVER_FIELD)
+#undef KCUDA_DRIVER_FIELD
+} kcuda_driver;
+
+/* Opens `library` (normally KCUDA_DRIVER_LIBRARY), checks the driver's
+ * version, resolves the table and calls cuInit. Every failure is
+ * KILN_ERR_DEVICE saying why (no library, driver too old, a missing entry
+ * point, cuInit's error) and leaves nothing open. */
+kiln_status kcuda_driver_load(const char *library, kcuda_driver *drv);
+void kcuda_driver_unload(kcuda_driver *drv);
+
+/* ---- translating foreign errors ---- */
+
+/* The status a driver error stands for: out of memory, a device that is
+ * missing or broken, a module that does not load (KILN_ERR_COMPILE), or kiln
+ * misusing the API (KILN_ERR_INTERNAL). */
+kiln_status kcuda_driver_status(CUresult rc);
+/* Writes "CUDA_ERROR_NAME (description)" into buf, through the driver's own
+ * tables when drv has them, else "CUresult <n>". Touches no error message, so
+ * teardown code can log with it. Returns buf. */
+char *kcuda_driver_describe(const kcuda_driver *drv, CUresult rc, char *buf, size_t cap);
+/* Sets the message "<call> failed: <name> (<description>)[ on <where>]" and
+ * returns kcuda_driver_status(rc). drv and where may be NULL. */
+kiln_status kcuda_driver_fail(const kcuda_driver *drv, CUresult rc, const char *call,
+                              const char *where);
+
+kiln_status kcuda_nvrtc_status(nvrtcResult rc);
+kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where);
+kiln_status kcuda_cublas_status(cublasStatus_t rc);
+kiln_status kcuda_cublas_fail(cublasStatus_t rc, const char *call, const char *where);
+/* Every NCCL error is KILN_ERR_COLLECTIVE. */
+kiln_status kcuda_nccl_status(ncclResult_t rc);
+kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where);
+
+/* The checking macros, one per library, for functions written in the
+ * goto-cleanup style: on failure they set the caller's `st` to the translated
+ * status, with a message naming the call, the library's error and `where`
+ * (the device or the program, may be NULL), and jump to `label`.
+ *
+ * The driver is called through its table: KCUDA_CU(drv, where, cuInit, (0), fail)
+ * calls drv->cuInit(0) and names "cuInit(0)" in the message. */
+#define KCUDA_CU(drv, where, fn, args, label)                       \
+  do {                                                              \
+    CUresult kcuda_rc_ = (drv)->fn args;                            \
+    if (kcuda_rc_ != CUDA_SUCCESS) {                                \
+      st = kcuda_driver_fail((drv), kcuda_rc_, #fn #args, (where)); \
+      goto label;                                                   \
+    }                                                               \
+  } while (0)
+
+#define KCUDA_NVRTC_CHECK(where, expr, label)           \
+  do {                                                  \
+    nvrtcResult kcuda_rc_ = (expr);                     \
+    if (kcuda_rc_ != NVRTC_SUCCESS) {                   \
+      st = kcuda_nvrtc_fail(kcuda_rc_, #expr, (where)); \
+      goto label;                                       \
+    }                                                   \
+  } while (0)
+
+#define KCUDA_CUBLAS_CHECK(where, expr, label)           \
+  do {                                                   \
+    cublasStatus_t kcuda_rc_ = (expr);                   \
+    if (kcuda_rc_ != CUBLAS_STATUS_SUCCESS) {            \
+      st = kcuda_cublas_fail(kcuda_rc_, #expr, (where)); \
+      goto label;                                        \
+    }                                                    \
+  } while (0)
+
+#define KCUDA_NCCL_CHECK(where, expr, label)           \
+  do {                                                 \
+    ncclResult_t kcuda_rc_ = (expr);                   \
+    if (kcuda_rc_ != ncclSuccess) {                    \
+      st = kcuda_nccl_fail(kcuda_rc_, #expr, (where)); \
+      goto label;                                      \
+    }                                                  \
+  } while (0)
+
+/* ---- devices ---- */
+
+/* One GPU's state: kiln_device.impl. */
+typedef struct kcuda_device {
+  const kcuda_driver *drv;
+  kiln_log_level log_level;
+  int ordinal;
+  CUdevice device;
+  CUcontext context; /* the device's primary context, retained */
+  CUstream compute;  /* kernels, allocations and frees */
+  CUstream copy;     /* host <-> device copies */
+  /* Recorded on the compute stream and waited on by another stream, to order
+   * that stream after everything the compute stream has queued so far (an
+   * allocation, a kernel still writing a buffer). Reusing one event is safe:
+   * a wait captures the event's state when it is enqueued. */
+  CUevent handoff;
+  CUmemoryPool pool;
+  /* Two pinned buffers used in turn by copies between pageable host memory
+   * and the device; staging_done[k] marks the last DMA that touched buffer k.
+   * The lock serialises copies from several threads. */
+  pthread_mutex_t staging_lock;
+  bool staging_lock_ready;
+  void *staging[2];
+  CUevent staging_done[2];
+  char where[192]; /* "cuda:0 (NVIDIA H100 80GB HBM3)", for messages */
+} kcuda_device;
+
+/* The backend's state: kiln_ctx.backend_state. */
+typedef struct kcuda_state {
+  kcuda_driver drv;
+  int num_devices;
+  kcuda_device *devices;
+} kcuda_state;
+
+static inline kcuda_device *kcuda_impl(const kiln_device *dev) { return (kcuda_device *)dev->impl; }
+
+/* Makes the device's primary context current on this thread (pushed, so the
+ * caller's own current context is restored by kcuda_leave). */
+kiln_status kcuda_enter(kcuda_device *d);
+void kcuda_leave(kcuda_device *d);
+/* Logs a failed driver call made where no status can be returned (teardown). */
+void kcuda_log_failure(const kcuda_device *d, CUresult rc, const char *call);
+
+/* Orders `stream` after all work queued so far on the device's compute
+ * stream. Call inside kcuda_enter. */
+kiln_status kcuda_after_compute(kcuda_device *d, CUstream stream);
+/* Orders `stream` after the buffer's last write (a no-op when it has none). */
+kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const krt_buffer *buf);
+/* Records the buffer's last write as the end of what `stream` has queued,
+ * creating buf->ready (owned by the buffer, destroyed by release) if needed. */
+kiln_status kcuda_mark_ready(kcuda_device *d, krt_buffer *buf, CUstream stream);
+/* Orders the device's compute stream after the buffer's pending writes
+ * without blocking the host: what a kernel launch does for each input. */
+kiln_status kcuda_order_after_ready(kiln_device *dev, const krt_buffer *buf);
+
+/* The device's memory pool: bytes reserved from the driver (kept cached up to
+ * the release threshold) and bytes handed out to live buffers. */
+kiln_status kcuda_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used);
+/* Waits for the device's queued work, then returns the pool's cached memory
+ * that no live buffer needs to the driver. */
+kiln_status kcuda_pool_trim(kiln_device *dev);
+
+/* The krt_device_ops entries for copies (copy.c). */
+kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
+                         krt_copy_mode mode);
+kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
+                           krt_copy_mode mode);
+kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_dev,
+                       const krt_buffer *src, size_t nbytes);
+
+/* ---- NVRTC ---- */
+
+/* Compiles CUDA C `source` with NVRTC; `name` names the program in messages
+ * and in NVRTC's log. On success *out (malloc'ed, caller frees) holds the PTX,
+ * or the cubin when `cubin` is true (then the options must name a real
+ * architecture, -arch=sm_XY), and *out_size its size in bytes. A program that
+ * does not compile is KILN_ERR_COMPILE with NVRTC's log in the message. */
+kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char *const *options,
+                                int num_options, bool cubin, char **out, size_t *out_size);
+
+#endif

@@ -1,0 +1,170 @@
+/* C shims over backend/cuda's internals for the C++ tests. */
+#include "cuda_test_support.h"
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_backend.h"
+
+size_t kct_staging_bytes(void) { return KCUDA_STAGING_BYTES; }
+
+kiln_status kct_driver_status(int rc) { return kcuda_driver_status((CUresult)rc); }
+kiln_status kct_nvrtc_status(int rc) { return kcuda_nvrtc_status((nvrtcResult)rc); }
+kiln_status kct_cublas_status(int rc) { return kcuda_cublas_status((cublasStatus_t)rc); }
+kiln_status kct_nccl_status(int rc) { return kcuda_nccl_status((ncclResult_t)rc); }
+
+kiln_status kct_driver_fail(int rc, const char *call, const char *where) {
+  return kcuda_driver_fail(NULL, (CUresult)rc, call, where);
+}
+kiln_status kct_nvrtc_fail(int rc, const char *call, const char *where) {
+  return kcuda_nvrtc_fail((nvrtcResult)rc, call, where);
+}
+kiln_status kct_cublas_fail(int rc, const char *call, const char *where) {
+  return kcuda_cublas_fail((cublasStatus_t)rc, call, where);
+}
+kiln_status kct_nccl_fail(int rc, const char *call, const char *where) {
+  return kcuda_nccl_fail((ncclResult_t)rc, call, where);
+}
+
+/* A stand-in driver: cuInit returns its argument as the error, and the error
+ * functions know two codes, as the real ones know all. */
+static CUresult kct_fake_init(unsigned int code) { return (CUresult)code; }
+
+static CUresult kct_fake_error_name(CUresult rc, const char **out) {
+  switch (rc) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *out = "CUDA_ERROR_OUT_OF_MEMORY";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE:
+      *out = "CUDA_ERROR_NO_DEVICE";
+      return CUDA_SUCCESS;
+    default:
+      *out = NULL;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult kct_fake_error_string(CUresult rc, const char **out) {
+  switch (rc) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *out = "out of memory";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE:
+      *out = "no CUDA-capable device is detected";
+      return CUDA_SUCCESS;
+    default:
+      *out = NULL;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+kiln_status kct_driver_macro(int cu_result, const char *where, bool *reached_cleanup) {
+  kcuda_driver drv;
+  memset(&drv, 0, sizeof drv);
+  drv.cuInit = kct_fake_init;
+  drv.cuGetErrorName = kct_fake_error_name;
+  drv.cuGetErrorString = kct_fake_error_string;
+  kiln_status st = KILN_OK;
+  *reached_cleanup = false;
+  KCUDA_CU(&drv, where, cuInit, ((unsigned)cu_result), cleanup);
+  return st;
+cleanup:
+  *reached_cleanup = true;
+  return st;
+}
+
+kiln_status kct_cublas_create(void) {
+  kiln_status st = KILN_OK;
+  cublasHandle_t handle = NULL;
+  KCUDA_CUBLAS_CHECK(NULL, cublasCreate(&handle), out);
+  KCUDA_CUBLAS_CHECK(NULL, cublasDestroy(handle), out);
+  handle = NULL;
+out:
+  if (handle) cublasDestroy(handle);
+  return st;
+}
+
+kiln_status kct_nccl_version(int *version) {
+  kiln_status st = KILN_OK;
+  KCUDA_NCCL_CHECK(NULL, ncclGetVersion(version), out);
+out:
+  return st;
+}
+
+kiln_status kct_nccl_comm_count_null(void) {
+  kiln_status st = KILN_OK;
+  int count = 0;
+  KCUDA_NCCL_CHECK("a test", ncclCommCount(NULL, &count), out);
+out:
+  return st;
+}
+
+kiln_status kct_driver_load(const char *library) {
+  kcuda_driver drv;
+  kiln_status st = kcuda_driver_load(library, &drv);
+  if (st == KILN_OK) kcuda_driver_unload(&drv);
+  return st;
+}
+
+kiln_status kct_nvrtc_compile(const char *name, const char *source, const char *arch, bool cubin,
+                              char **code, size_t *size) {
+  const char *options[] = {arch};
+  return kcuda_nvrtc_compile(name, source, options, arch ? 1 : 0, cubin, code, size);
+}
+
+struct kct_buffer {
+  krt_buffer buf;
+};
+
+kiln_status kct_buffer_new(kiln_device *dev, size_t nbytes, kct_buffer **out) {
+  kct_buffer *b = calloc(1, sizeof *b);
+  if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kct_buffer_new: out of host memory");
+  kiln_status st = dev->ops->alloc(dev, nbytes, &b->buf);
+  if (st) {
+    free(b);
+    return st;
+  }
+  *out = b;
+  return KILN_OK;
+}
+
+void kct_buffer_free(kiln_device *dev, kct_buffer *buf) {
+  if (!buf) return;
+  dev->ops->release(dev, &buf->buf);
+  free(buf);
+}
+
+bool kct_buffer_has_ready(const kct_buffer *buf) { return buf->buf.ready != NULL; }
+
+kiln_status kct_upload(kiln_device *dev, kct_buffer *dst, const void *src, size_t nbytes,
+                       bool direct) {
+  return dev->ops->upload(dev, &dst->buf, src, nbytes, direct ? KRT_COPY_DIRECT : KRT_COPY_STAGED);
+}
+
+kiln_status kct_download(kiln_device *dev, const kct_buffer *src, void *dst, size_t nbytes,
+                         bool direct) {
+  return dev->ops->download(dev, &src->buf, dst, nbytes,
+                            direct ? KRT_COPY_DIRECT : KRT_COPY_STAGED);
+}
+
+kiln_status kct_wait(kiln_device *dev, const kct_buffer *buf) {
+  return dev->ops->wait(dev, &buf->buf);
+}
+
+kiln_status kct_copy(kiln_device *dst_dev, kct_buffer *dst, kiln_device *src_dev,
+                     const kct_buffer *src, size_t nbytes) {
+  return dst_dev->ops->copy(dst_dev, &dst->buf, src_dev, &src->buf, nbytes);
+}
+
+kiln_status kct_order_after_ready(kiln_device *dev, const kct_buffer *buf) {
+  return kcuda_order_after_ready(dev, &buf->buf);
+}
+
+kiln_status kct_array_alloc(kiln_device *dev, int64_t elements, kiln_array **out) {
+  return krt_array_alloc("kct_array_alloc", dev, KILN_U8, 1, &elements, out);
+}
+
+kiln_status kct_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used) {
+  return kcuda_pool_usage(dev, reserved, used);
+}
+
+kiln_status kct_pool_trim(kiln_device *dev) { return kcuda_pool_trim(dev); }

@@ -1,0 +1,788 @@
+/* A stand-in for libcuda.so.1, built as tests/fake_cuda/libcuda.so.1, so that
+ * backend/cuda can run -- and be checked -- on machines without a GPU.
+ *
+ * It implements the driver entry points kiln resolves, over host memory, and
+ * is strict where the real driver is undefined or lenient:
+ *   - stream work runs lazily, only when something forces it (a stream or
+ *     event synchronisation, or a wait on an event of another stream that is
+ *     itself forced), which is a legal but adversarial schedule: a missing
+ *     wait shows up as a copy into memory whose allocation has not run yet,
+ *     or as data read from a staging buffer after the host overwrote it;
+ *   - a copy that touches device memory outside a live allocation, an event
+ *     recorded on another context's stream, a call that needs a current
+ *     context without one, an unknown or destroyed handle, and unbalanced
+ *     context pushes or retains are errors;
+ *   - kiln_fake_cuda_live_objects() counts what is still allocated, so tests
+ *     can check that a context gives back everything it took.
+ * A violation found while running stream work is reported on stderr and
+ * becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a crashed kernel would.
+ *
+ * Configuration, read at each call (the device count at cuInit):
+ * KILN_FAKE_CUDA_DEVICES (default 2),
+ * KILN_FAKE_CUDA_MEMORY_MB per device (512), KILN_FAKE_CUDA_VERSION (12080),
+ * KILN_FAKE_CUDA_INIT_ERROR (a CUresult for cuInit to return, default 0),
+ * KILN_FAKE_CUDA_NO_POOLS (1: devices without memory pools),
+ * KILN_FAKE_CUDA_HIDE (an entry point cuGetProcAddress does not find), and
+ * KILN_FAKE_CUDA_FAIL* (below) to make one entry point fail. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_MAX_DEVICES 8
+
+struct CUctx_st {
+  int device;
+  int retains;
+};
+
+typedef enum { FAKE_ALLOC, FAKE_FREE, FAKE_COPY, FAKE_WAIT } fake_op_kind;
+
+typedef struct fake_op {
+  fake_op_kind kind;
+  struct fake_alloc *alloc; /* FAKE_ALLOC, FAKE_FREE */
+  char *dst;                /* FAKE_COPY */
+  const char *src;
+  size_t n;
+  int dst_device, src_device; /* -1: host memory */
+  const char *what;           /* the call, for reports */
+  struct CUstream_st *stream; /* FAKE_WAIT: the stream and position waited for */
+  unsigned long long seq;
+} fake_op;
+
+struct CUstream_st {
+  int device;
+  bool destroyed;
+  fake_op *ops; /* pending work, ops[head..count) */
+  size_t head, count, cap;
+  unsigned long long enqueued, executed;
+  struct CUstream_st *next;
+};
+
+struct CUevent_st {
+  int device;
+  bool destroyed, recorded;
+  struct CUstream_st *stream;
+  unsigned long long seq;
+  struct CUevent_st *next;
+};
+
+struct CUmemPoolHandle_st {
+  int device;
+  bool destroyed;
+  unsigned long long threshold, reserved;
+  struct CUmemPoolHandle_st *next;
+};
+
+typedef enum { FAKE_PENDING, FAKE_LIVE, FAKE_FREED } fake_alloc_state;
+
+typedef struct fake_alloc {
+  char *base;
+  size_t n;
+  int device;
+  struct CUmemPoolHandle_st *pool;
+  fake_alloc_state state;
+  bool free_queued;
+  struct fake_alloc *next;
+} fake_alloc;
+
+typedef struct fake_host {
+  void *p;
+  struct fake_host *next;
+} fake_host;
+
+/* The driver's process-wide state: a test double may have globals. */
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool fake_initialized;
+static CUresult fake_sticky = CUDA_SUCCESS;
+static struct CUctx_st fake_primary[FAKE_MAX_DEVICES];
+static unsigned long long fake_used[FAKE_MAX_DEVICES];
+static struct CUstream_st *fake_streams;
+static struct CUevent_st *fake_events;
+static struct CUmemPoolHandle_st *fake_pools;
+static fake_alloc *fake_allocs;
+static fake_host *fake_hosts;
+static _Thread_local CUcontext fake_ctx_stack[16];
+static _Thread_local int fake_ctx_depth;
+
+static long fake_env(const char *name, long fallback) {
+  const char *v = getenv(name);
+  return v && *v ? strtol(v, NULL, 10) : fallback;
+}
+
+/* Read at cuInit, as a driver enumerates its devices once. */
+static int fake_devices;
+
+static int fake_device_count(void) { return fake_devices; }
+
+static unsigned long long fake_device_memory(void) {
+  return (unsigned long long)fake_env("KILN_FAKE_CUDA_MEMORY_MB", 512) << 20;
+}
+
+static CUresult fake_violation(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "fake libcuda: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  fake_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+  return fake_sticky;
+}
+
+/* KILN_FAKE_CUDA_FAIL=<entry point> makes that function fail with
+ * KILN_FAKE_CUDA_FAIL_ERROR (default CUDA_ERROR_OUT_OF_MEMORY) from its
+ * (KILN_FAKE_CUDA_FAIL_AFTER + 1)-th call on, counted since the last
+ * kiln_fake_cuda_reset_faults(). */
+static unsigned long fake_fault_calls;
+
+static bool fake_should_fail(const char *name) {
+  const char *target = getenv("KILN_FAKE_CUDA_FAIL");
+  if (!target || strcmp(target, name) != 0) return false;
+  return fake_fault_calls++ >= (unsigned long)fake_env("KILN_FAKE_CUDA_FAIL_AFTER", 0);
+}
+
+/* Every entry point starts here, under the lock; `name` is the driver's name
+ * for it. */
+static CUresult fake_enter(const char *name, bool needs_init) {
+  pthread_mutex_lock(&fake_lock);
+  if (fake_sticky != CUDA_SUCCESS) return fake_sticky;
+  if (needs_init && !fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (fake_should_fail(name)) return (CUresult)fake_env("KILN_FAKE_CUDA_FAIL_ERROR", 2);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_leave(CUresult rc) {
+  pthread_mutex_unlock(&fake_lock);
+  return rc;
+}
+
+/* Functions are named fake_<entry point>. */
+#define FAKE_BEGIN(needs_init)                                 \
+  do {                                                         \
+    CUresult fake_rc_ = fake_enter(__func__ + 5, needs_init);  \
+    if (fake_rc_ != CUDA_SUCCESS) return fake_leave(fake_rc_); \
+  } while (0)
+
+static int fake_current_device(void) {
+  return fake_ctx_depth > 0 ? fake_ctx_stack[fake_ctx_depth - 1]->device : -1;
+}
+
+static bool fake_stream_ok(CUstream s) {
+  for (struct CUstream_st *p = fake_streams; p; p = p->next)
+    if (p == s) return !p->destroyed;
+  return false;
+}
+
+static bool fake_event_ok(CUevent e) {
+  for (struct CUevent_st *p = fake_events; p; p = p->next)
+    if (p == e) return !p->destroyed;
+  return false;
+}
+
+static bool fake_pool_ok(CUmemoryPool pool) {
+  for (struct CUmemPoolHandle_st *p = fake_pools; p; p = p->next)
+    if (p == pool) return !p->destroyed;
+  return false;
+}
+
+static bool fake_context_ok(CUcontext c) {
+  for (int i = 0; i < fake_device_count(); i++)
+    if (c == &fake_primary[i]) return c->retains > 0;
+  return false;
+}
+
+/* ---- stream work ---- */
+
+static CUresult fake_enqueue(CUstream s, fake_op op) {
+  if (s->count == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 16;
+    fake_op *ops = realloc(s->ops, cap * sizeof *ops);
+    if (!ops) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ops = ops;
+    s->cap = cap;
+  }
+  s->ops[s->count++] = op;
+  s->enqueued++;
+  return CUDA_SUCCESS;
+}
+
+/* Device memory [p, p+n) must lie in one live allocation of `device`. */
+static bool fake_range_live(const char *p, size_t n, int device) {
+  for (fake_alloc *a = fake_allocs; a; a = a->next)
+    if (a->state == FAKE_LIVE && a->device == device && p >= a->base && p + n <= a->base + a->n)
+      return true;
+  return false;
+}
+
+static void fake_pool_settle(struct CUmemPoolHandle_st *pool) {
+  if (pool->reserved > pool->threshold) {
+    unsigned long long used = fake_used[pool->device];
+    pool->reserved = used > pool->threshold ? used : pool->threshold;
+  }
+}
+
+static CUresult fake_run(CUstream s, unsigned long long upto);
+
+static CUresult fake_execute(fake_op *op) {
+  switch (op->kind) {
+    case FAKE_ALLOC:
+      op->alloc->state = FAKE_LIVE;
+      return CUDA_SUCCESS;
+    case FAKE_FREE:
+      op->alloc->state = FAKE_FREED;
+      fake_used[op->alloc->device] -= op->alloc->n;
+      free(op->alloc->base);
+      op->alloc->base = NULL;
+      if (!op->alloc->pool->destroyed) fake_pool_settle(op->alloc->pool);
+      return CUDA_SUCCESS;
+    case FAKE_WAIT:
+      return fake_run(op->stream, op->seq);
+    case FAKE_COPY:
+      if (op->dst_device >= 0 && !fake_range_live(op->dst, op->n, op->dst_device))
+        return fake_violation(
+            "%s writes %zu bytes at %p of device %d outside a live allocation "
+            "(before its allocation ran, or after its free)",
+            op->what, op->n, (void *)op->dst, op->dst_device);
+      if (op->src_device >= 0 && !fake_range_live(op->src, op->n, op->src_device))
+        return fake_violation("%s reads %zu bytes at %p of device %d outside a live allocation",
+                              op->what, op->n, (const void *)op->src, op->src_device);
+      memmove(op->dst, op->src, op->n);
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+/* Runs s's work until `upto` operations have run. */
+static CUresult fake_run(CUstream s, unsigned long long upto) {
+  while (s->executed < upto && s->head < s->count) {
+    fake_op op = s->ops[s->head++];
+    s->executed++;
+    CUresult rc = fake_execute(&op);
+    if (rc != CUDA_SUCCESS) return rc;
+  }
+  if (s->head == s->count) s->head = s->count = 0;
+  return CUDA_SUCCESS;
+}
+
+/* ---- errors and versions (no cuInit needed) ---- */
+
+static const struct {
+  CUresult rc;
+  const char *name, *text;
+} fake_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static CUresult fake_cuGetErrorName(CUresult rc, const char **out) {
+  for (size_t i = 0; i < sizeof fake_errors / sizeof fake_errors[0]; i++)
+    if (fake_errors[i].rc == rc) {
+      *out = fake_errors[i].name;
+      return CUDA_SUCCESS;
+    }
+  *out = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult fake_cuGetErrorString(CUresult rc, const char **out) {
+  for (size_t i = 0; i < sizeof fake_errors / sizeof fake_errors[0]; i++)
+    if (fake_errors[i].rc == rc) {
+      *out = fake_errors[i].text;
+      return CUDA_SUCCESS;
+    }
+  *out = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDriverGetVersion(int *version) {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  *version = (int)fake_env("KILN_FAKE_CUDA_VERSION", 12080);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuInit(unsigned int flags) {
+  FAKE_BEGIN(false);
+  if (flags != 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  CUresult rc = (CUresult)fake_env("KILN_FAKE_CUDA_INIT_ERROR", 0);
+  if (rc == CUDA_SUCCESS) {
+    long n = fake_env("KILN_FAKE_CUDA_DEVICES", 2);
+    fake_devices = n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : (int)n;
+    fake_initialized = true;
+  }
+  return fake_leave(rc);
+}
+
+/* ---- devices and contexts ---- */
+
+static CUresult fake_cuDeviceGetCount(int *count) {
+  FAKE_BEGIN(true);
+  *count = fake_device_count();
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDeviceGet(CUdevice *dev, int ordinal) {
+  FAKE_BEGIN(true);
+  if (ordinal < 0 || ordinal >= fake_device_count()) return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+  *dev = ordinal;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static bool fake_device_ok(CUdevice dev) { return dev >= 0 && dev < fake_device_count(); }
+
+static CUresult fake_cuDeviceGetName(char *name, int len, CUdevice dev) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev) || len <= 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  snprintf(name, (size_t)len, "Fake CUDA Device %d", dev);
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDeviceGetAttribute(int *out, CUdevice_attribute attr, CUdevice dev) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev)) return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+  switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *out = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *out = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *out = 4 + dev;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+      *out = fake_env("KILN_FAKE_CUDA_NO_POOLS", 0) ? 0 : 1;
+      break;
+    default:
+      return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  }
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev)) return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+  *bytes = (size_t)fake_device_memory();
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev) || !fake_device_ok(peer)) return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+  *can = dev != peer;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev)) return fake_leave(CUDA_ERROR_INVALID_DEVICE);
+  fake_primary[dev].device = dev;
+  fake_primary[dev].retains++;
+  *ctx = &fake_primary[dev];
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
+  FAKE_BEGIN(true);
+  if (!fake_device_ok(dev) || fake_primary[dev].retains <= 0)
+    return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_primary[dev].retains--;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuCtxPushCurrent(CUcontext ctx) {
+  FAKE_BEGIN(true);
+  if (!fake_context_ok(ctx) || fake_ctx_depth == 16) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_ctx_stack[fake_ctx_depth++] = ctx;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuCtxPopCurrent(CUcontext *ctx) {
+  FAKE_BEGIN(true);
+  if (fake_ctx_depth == 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext top = fake_ctx_stack[--fake_ctx_depth];
+  if (ctx) *ctx = top;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* ---- streams and events ---- */
+
+static CUresult fake_cuStreamCreate(CUstream *out, unsigned int flags) {
+  FAKE_BEGIN(true);
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUstream_st *s = calloc(1, sizeof *s);
+  if (!s) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  s->device = fake_current_device();
+  s->next = fake_streams;
+  fake_streams = s;
+  *out = s;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuStreamDestroy(CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  CUresult rc = fake_run(s, s->enqueued); /* queued work completes, as in the driver */
+  s->destroyed = true;
+  free(s->ops);
+  s->ops = NULL;
+  s->cap = s->head = s->count = 0;
+  return fake_leave(rc);
+}
+
+static CUresult fake_cuStreamSynchronize(CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  return fake_leave(fake_run(s, s->enqueued));
+}
+
+static CUresult fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s) || !fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (flags != 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  if (!e->recorded) return fake_leave(CUDA_SUCCESS);
+  fake_op op = {.kind = FAKE_WAIT, .stream = e->stream, .seq = e->seq};
+  return fake_leave(fake_enqueue(s, op));
+}
+
+static CUresult fake_cuEventCreate(CUevent *out, unsigned int flags) {
+  FAKE_BEGIN(true);
+  (void)flags;
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  struct CUevent_st *e = calloc(1, sizeof *e);
+  if (!e) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  e->device = fake_current_device();
+  e->next = fake_events;
+  fake_events = e;
+  *out = e;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuEventDestroy(CUevent e) {
+  FAKE_BEGIN(true);
+  if (!fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  e->destroyed = true;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuEventRecord(CUevent e, CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_event_ok(e) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (e->device != s->device) {
+    fprintf(stderr, "fake libcuda: cuEventRecord: event of device %d on a stream of device %d\n",
+            e->device, s->device);
+    return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  }
+  e->recorded = true;
+  e->stream = s;
+  e->seq = s->enqueued;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuEventSynchronize(CUevent e) {
+  FAKE_BEGIN(true);
+  if (!fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  return fake_leave(e->recorded ? fake_run(e->stream, e->seq) : CUDA_SUCCESS);
+}
+
+/* ---- memory pools ---- */
+
+static CUresult fake_cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props) {
+  FAKE_BEGIN(true);
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !fake_device_ok(props->location.id))
+    return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+  if (!p) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  p->device = props->location.id;
+  p->next = fake_pools;
+  fake_pools = p;
+  *out = p;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemPoolDestroy(CUmemoryPool pool) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  pool->destroyed = true;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *v) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  pool->threshold = *(cuuint64_t *)v;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *v) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *(cuuint64_t *)v = pool->reserved;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *(cuuint64_t *)v = fake_used[pool->device];
+      break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      *(cuuint64_t *)v = pool->threshold;
+      break;
+    default:
+      return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  }
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t n) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  for (size_t i = 0; i < n; i++)
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !fake_device_ok(map[i].location.id) || map[i].location.id == pool->device ||
+        map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  unsigned long long used = fake_used[pool->device];
+  if (pool->reserved > keep) pool->reserved = used > keep ? used : keep;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t n, CUmemoryPool pool,
+                                             CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_pool_ok(pool) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (n == 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  int dev = pool->device;
+  if (n > fake_device_memory() - fake_used[dev]) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  fake_alloc *a = calloc(1, sizeof *a);
+  char *base = a ? malloc(n) : NULL;
+  if (!base) {
+    free(a);
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *a = (fake_alloc){.base = base,
+                    .n = n,
+                    .device = dev,
+                    .pool = pool,
+                    .state = FAKE_PENDING,
+                    .next = fake_allocs};
+  fake_op op = {.kind = FAKE_ALLOC, .alloc = a};
+  CUresult rc = fake_enqueue(s, op);
+  if (rc != CUDA_SUCCESS) {
+    free(base);
+    free(a);
+    return fake_leave(rc);
+  }
+  fake_allocs = a;
+  fake_used[dev] += n;
+  if (pool->reserved < fake_used[dev]) pool->reserved = fake_used[dev];
+  *out = (CUdeviceptr)(uintptr_t)base;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  for (fake_alloc *a = fake_allocs; a; a = a->next) {
+    if (a->state == FAKE_FREED || a->free_queued || (CUdeviceptr)(uintptr_t)a->base != p) continue;
+    a->free_queued = true;
+    fake_op op = {.kind = FAKE_FREE, .alloc = a};
+    return fake_leave(fake_enqueue(s, op));
+  }
+  fprintf(stderr, "fake libcuda: cuMemFreeAsync of %p, which is not a live allocation\n",
+          (void *)(uintptr_t)p);
+  return fake_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- pinned host memory ---- */
+
+static CUresult fake_cuMemHostAlloc(void **out, size_t n, unsigned int flags) {
+  FAKE_BEGIN(true);
+  (void)flags;
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_host *h = calloc(1, sizeof *h);
+  void *p = h ? malloc(n ? n : 1) : NULL;
+  if (!p) {
+    free(h);
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  h->p = p;
+  h->next = fake_hosts;
+  fake_hosts = h;
+  *out = p;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuMemFreeHost(void *p) {
+  FAKE_BEGIN(true);
+  for (fake_host **link = &fake_hosts; *link; link = &(*link)->next) {
+    fake_host *h = *link;
+    if (h->p != p) continue;
+    *link = h->next;
+    free(h->p);
+    free(h);
+    return fake_leave(CUDA_SUCCESS);
+  }
+  return fake_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- copies ---- */
+
+/* A device of -2 stands for the stream's own device, known once s is checked. */
+#define FAKE_STREAM_DEVICE (-2)
+
+static CUresult fake_copy(CUstream s, const char *what, void *dst, int dst_device, const void *src,
+                          int src_device, size_t n) {
+  CUresult rc = fake_enter(what, true);
+  if (rc != CUDA_SUCCESS) return fake_leave(rc);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_op op = {.kind = FAKE_COPY,
+                .dst = dst,
+                .src = src,
+                .n = n,
+                .what = what,
+                .dst_device = dst_device == FAKE_STREAM_DEVICE ? s->device : dst_device,
+                .src_device = src_device == FAKE_STREAM_DEVICE ? s->device : src_device};
+  return fake_leave(fake_enqueue(s, op));
+}
+
+static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  return fake_copy(s, "cuMemcpyHtoDAsync", (void *)(uintptr_t)dst, FAKE_STREAM_DEVICE, src, -1, n);
+}
+
+static CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+  return fake_copy(s, "cuMemcpyDtoHAsync", dst, -1, (const void *)(uintptr_t)src,
+                   FAKE_STREAM_DEVICE, n);
+}
+
+static CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return fake_copy(s, "cuMemcpyDtoDAsync", (void *)(uintptr_t)dst, FAKE_STREAM_DEVICE,
+                   (const void *)(uintptr_t)src, FAKE_STREAM_DEVICE, n);
+}
+
+static CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                                       CUcontext src_ctx, size_t n, CUstream s) {
+  pthread_mutex_lock(&fake_lock);
+  bool ok = fake_context_ok(dst_ctx) && fake_context_ok(src_ctx);
+  pthread_mutex_unlock(&fake_lock);
+  if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+  return fake_copy(s, "cuMemcpyPeerAsync", (void *)(uintptr_t)dst, dst_ctx->device,
+                   (const void *)(uintptr_t)src, src_ctx->device, n);
+}
+
+/* ---- entry points ---- */
+
+static const struct {
+  const char *name;
+  int version; /* the CUDA version that introduced this ABI */
+  void *fn;
+} fake_table[] = {
+    {"cuGetErrorName", 6000, (void *)fake_cuGetErrorName},
+    {"cuGetErrorString", 6000, (void *)fake_cuGetErrorString},
+    {"cuInit", 2000, (void *)fake_cuInit},
+    {"cuDeviceGetCount", 2000, (void *)fake_cuDeviceGetCount},
+    {"cuDeviceGet", 2000, (void *)fake_cuDeviceGet},
+    {"cuDeviceGetName", 2000, (void *)fake_cuDeviceGetName},
+    {"cuDeviceGetAttribute", 2000, (void *)fake_cuDeviceGetAttribute},
+    {"cuDeviceTotalMem", 3020, (void *)fake_cuDeviceTotalMem},
+    {"cuDeviceCanAccessPeer", 4000, (void *)fake_cuDeviceCanAccessPeer},
+    {"cuDevicePrimaryCtxRetain", 7000, (void *)fake_cuDevicePrimaryCtxRetain},
+    {"cuDevicePrimaryCtxRelease", 11000, (void *)fake_cuDevicePrimaryCtxRelease},
+    {"cuCtxPushCurrent", 4000, (void *)fake_cuCtxPushCurrent},
+    {"cuCtxPopCurrent", 4000, (void *)fake_cuCtxPopCurrent},
+    {"cuStreamCreate", 2000, (void *)fake_cuStreamCreate},
+    {"cuStreamDestroy", 4000, (void *)fake_cuStreamDestroy},
+    {"cuStreamSynchronize", 2000, (void *)fake_cuStreamSynchronize},
+    {"cuStreamWaitEvent", 3020, (void *)fake_cuStreamWaitEvent},
+    {"cuEventCreate", 2000, (void *)fake_cuEventCreate},
+    {"cuEventDestroy", 4000, (void *)fake_cuEventDestroy},
+    {"cuEventRecord", 2000, (void *)fake_cuEventRecord},
+    {"cuEventSynchronize", 2000, (void *)fake_cuEventSynchronize},
+    {"cuMemPoolCreate", 11020, (void *)fake_cuMemPoolCreate},
+    {"cuMemPoolDestroy", 11020, (void *)fake_cuMemPoolDestroy},
+    {"cuMemPoolSetAttribute", 11020, (void *)fake_cuMemPoolSetAttribute},
+    {"cuMemPoolGetAttribute", 11020, (void *)fake_cuMemPoolGetAttribute},
+    {"cuMemPoolSetAccess", 11020, (void *)fake_cuMemPoolSetAccess},
+    {"cuMemPoolTrimTo", 11020, (void *)fake_cuMemPoolTrimTo},
+    {"cuMemAllocFromPoolAsync", 11020, (void *)fake_cuMemAllocFromPoolAsync},
+    {"cuMemFreeAsync", 11020, (void *)fake_cuMemFreeAsync},
+    {"cuMemHostAlloc", 2020, (void *)fake_cuMemHostAlloc},
+    {"cuMemFreeHost", 2000, (void *)fake_cuMemFreeHost},
+    {"cuMemcpyHtoDAsync", 3020, (void *)fake_cuMemcpyHtoDAsync},
+    {"cuMemcpyDtoHAsync", 3020, (void *)fake_cuMemcpyDtoHAsync},
+    {"cuMemcpyDtoDAsync", 3020, (void *)fake_cuMemcpyDtoDAsync},
+    {"cuMemcpyPeerAsync", 4000, (void *)fake_cuMemcpyPeerAsync},
+};
+
+/* As the driver: the newest ABI not newer than the requested version, a NULL
+ * pointer with a status for a symbol it lacks, an error for a version newer
+ * than the driver. */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
+  int driver = 0;
+  cuDriverGetVersion(&driver);
+  *pfn = NULL;
+  if (version > driver || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const char *hidden = getenv("KILN_FAKE_CUDA_HIDE");
+  bool hide = hidden && strcmp(hidden, symbol) == 0;
+  for (size_t i = 0; !hide && i < sizeof fake_table / sizeof fake_table[0]; i++) {
+    if (strcmp(fake_table[i].name, symbol) != 0) continue;
+    found = version >= fake_table[i].version ? CU_GET_PROC_ADDRESS_SUCCESS
+                                             : CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    if (found == CU_GET_PROC_ADDRESS_SUCCESS) *pfn = fake_table[i].fn;
+  }
+  if (status) *status = found;
+  return CUDA_SUCCESS;
+}
+
+/* What the process still holds: streams, events and pools not destroyed,
+ * device and pinned allocations not freed, primary context retains. Lists
+ * them on stderr when `verbose`. */
+int kiln_fake_cuda_live_objects(int verbose) {
+  pthread_mutex_lock(&fake_lock);
+  int n = 0, streams = 0, events = 0, pools = 0, allocs = 0, hosts = 0, retains = 0;
+  for (struct CUstream_st *s = fake_streams; s; s = s->next) streams += !s->destroyed;
+  for (struct CUevent_st *e = fake_events; e; e = e->next) events += !e->destroyed;
+  for (struct CUmemPoolHandle_st *p = fake_pools; p; p = p->next) pools += !p->destroyed;
+  for (fake_alloc *a = fake_allocs; a; a = a->next) allocs += a->state != FAKE_FREED;
+  for (fake_host *h = fake_hosts; h; h = h->next) hosts++;
+  for (int i = 0; i < FAKE_MAX_DEVICES; i++) retains += fake_primary[i].retains;
+  n = streams + events + pools + allocs + hosts + retains;
+  if (verbose && n)
+    fprintf(stderr,
+            "fake libcuda: live: %d streams, %d events, %d pools, %d device allocations, %d "
+            "pinned buffers, %d primary context retains\n",
+            streams, events, pools, allocs, hosts, retains);
+  pthread_mutex_unlock(&fake_lock);
+  return n;
+}
+
+void kiln_fake_cuda_reset_faults(void) {
+  pthread_mutex_lock(&fake_lock);
+  fake_fault_calls = 0;
+  pthread_mutex_unlock(&fake_lock);
+}
