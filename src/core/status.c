@@ -66,8 +66,15 @@ kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
   va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof kcore_msg && old[0] != '\0')
-    snprintf(kcore_msg + n, sizeof kcore_msg - (size_t)n, ": %s", old);
+  /* Append ": <old>", cut to what is left of the buffer. */
+  size_t used = n < 0 ? 0 : (size_t)n, room = sizeof kcore_msg - 1;
+  if (old[0] != '\0' && used + 2 < room) {
+    size_t len = strlen(old);
+    if (len > room - used - 2) len = room - used - 2;
+    memcpy(kcore_msg + used, ": ", 2);
+    memcpy(kcore_msg + used + 2, old, len);
+    kcore_msg[used + 2 + len] = '\0';
+  }
   return s;
 }
 
