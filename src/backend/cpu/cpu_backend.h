@@ -9,4 +9,51 @@
 /* Buffers are aligned for the widest vector loads the C target emits. */
 #define KCPU_ALIGNMENT 64
 
+/* ==== host C compiler (cc_jit.c) ====
+ * Compiles C sources with the system compiler into shared objects, returned
+ * as bytes so that the kernel cache can keep them, and loads them. */
+typedef struct kcpu_cc kcpu_cc;               /* a compiler: command, version, target */
+typedef struct kcpu_cc_module kcpu_cc_module; /* a loaded shared object */
+
+/* Whether a host compiler exists: $CC (split on blanks, its first word found
+ * on PATH unless it has a slash), else `cc` on PATH. Runs nothing. */
+bool kcpu_cc_available(void);
+/* Finds the compiler (as kcpu_cc_available) and queries its version line,
+ * triple and -march=native CPU once. No compiler is KILN_ERR_COMPILE "no host
+ * C compiler" (callers fall back to the reference executor). `dump_dir`
+ * (may be NULL) receives every source compiled. */
+kiln_status kcpu_cc_new(const char *dump_dir, kiln_log_level level, kcpu_cc **out);
+void kcpu_cc_free(kcpu_cc *cc);
+const char *kcpu_cc_version(const kcpu_cc *cc); /* `cc --version`'s first line */
+/* "x86_64-linux-gnu -march=native cpu:<digest of the CPU's feature macros>" */
+const char *kcpu_cc_target(const kcpu_cc *cc);
+const char *kcpu_cc_flags(const kcpu_cc *cc); /* the flags every compile uses */
+
+/* The cache key of a compile: source, target, version, flags and options. */
+kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const *options,
+                        int num_options, krt_kcache_key *out);
+/* Compiles `source` with the flags and `options` into a shared object:
+ * *so from malloc, the caller frees it. `name` names files and messages. A
+ * failure is KILN_ERR_COMPILE with the compiler's log (truncated) and the
+ * path of the source, kept for inspection. */
+kiln_status kcpu_cc_compile(const kcpu_cc *cc, const char *name, const char *source,
+                            const char *const *options, int num_options, void **so, size_t *size);
+/* kcpu_cc_compile through the cache: *so belongs to the cache. */
+kiln_status kcpu_cc_compile_cached(const kcpu_cc *cc, krt_kcache *cache, const char *name,
+                                   const char *source, const char *const *options,
+                                   int num_options, const void **so, size_t *size);
+/* Loads a shared object's bytes: writes them to a private file in `dir`
+ * (NULL: $TMPDIR, else /tmp), dlopens it and removes the file. The
+ * directory must allow mapping code (not mounted noexec). */
+kiln_status kcpu_cc_load(const kcpu_cc *cc, const char *dir, const char *name, const void *so,
+                         size_t size, kcpu_cc_module **out);
+/* Compiles through the cache and loads, in the cache's directory when it has one. */
+kiln_status kcpu_cc_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
+                        const char *source, const char *const *options, int num_options,
+                        kcpu_cc_module **out);
+/* The address of a symbol; a missing one is KILN_ERR_ARGUMENT naming it. */
+kiln_status kcpu_cc_symbol(const kcpu_cc_module *m, const char *symbol, void **out);
+void kcpu_cc_unload(kcpu_cc_module *m);
+/* ==== end of host C compiler ==== */
+
 #endif
