@@ -1,0 +1,226 @@
+/* Control flow (cond, while, scan) and effects (debug_print,
+ * host_callback): shape/dtype rules following lax's typecheck rules.
+ * Sub-programs are checked against operands with JAX's typematch (dtype
+ * and shape, weak flags ignored). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ir/ir.h"
+
+#define TSTR(a, buf) kir_aval_str((a), (buf), sizeof(buf))
+
+static const kir_aval *kir_in_aval(const kir_program *p, int i) {
+  return &p->vars[p->invars[i]].aval;
+}
+
+static const kir_aval *kir_out_aval(const kir_program *p, int i) {
+  return &p->vars[p->outvars[i]].aval;
+}
+
+/* Sub-program `what` takes exactly the avals avals[0..n) (typematch). */
+static kiln_status kir_check_takes(const char *prim, const char *what, const kir_program *sub,
+                                   int n, const kir_aval *avals) {
+  char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP];
+  if (sub->n_invars != n)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: %s takes %d inputs but is given %d", prim, what,
+                      sub->n_invars, n);
+  for (int i = 0; i < n; i++)
+    if (!kir_aval_typematch(kir_in_aval(sub, i), &avals[i]))
+      return kcore_fail(KILN_ERR_SHAPE, "%s: %s input %d has type %s but is given %s", prim, what,
+                        i, TSTR(kir_in_aval(sub, i), t0), TSTR(&avals[i], t1));
+  return KILN_OK;
+}
+
+/* cond(index, *ops): index is an i32 scalar (lax.switch clamps it). Every
+ * branch maps ops to outputs of branch 0's types; results are branch 0's
+ * output avals. */
+kiln_status kir_rule_cond(kir_prim prim, const kir_params *params, int n_in, const kir_aval *in,
+                          kir_avals *out) {
+  (void)prim;
+  const kir_program_list *b = &params->cond.branches;
+  char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP], what[64];
+  if (b->n < 1) return kcore_fail(KILN_ERR_ARGUMENT, "cond: needs at least one branch");
+  if (n_in < 1) return kcore_fail(KILN_ERR_ARGUMENT, "cond: needs an index operand");
+  if (in[0].dtype != KILN_I32 || in[0].rank != 0)
+    return kcore_fail(KILN_ERR_DTYPE, "cond: index has type %s, not i32[]", TSTR(&in[0], t0));
+  const kir_program *b0 = b->v[0];
+  for (int k = 0; k < b->n; k++) {
+    snprintf(what, sizeof what, "branch %d", k);
+    kiln_status st = kir_check_takes("cond", what, b->v[k], n_in - 1, in + 1);
+    if (st != KILN_OK) return st;
+    if (b->v[k]->n_outvars != b0->n_outvars)
+      return kcore_fail(KILN_ERR_ARGUMENT, "cond: branch 0 has %d outputs, branch %d has %d",
+                        b0->n_outvars, k, b->v[k]->n_outvars);
+    for (int i = 0; i < b0->n_outvars; i++)
+      if (!kir_aval_typematch(kir_out_aval(b->v[k], i), kir_out_aval(b0, i)))
+        return kcore_fail(KILN_ERR_SHAPE,
+                          "cond: output %d is %s in branch 0 but %s in branch %d", i,
+                          TSTR(kir_out_aval(b0, i), t0), TSTR(kir_out_aval(b->v[k], i), t1), k);
+  }
+  for (int i = 0; i < b0->n_outvars; i++) {
+    kiln_status st = kir_avals_push(out, kir_out_aval(b0, i));
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
+/* Builds the list (consts..., carry...) that a loop sub-program takes. */
+static kiln_status kir_consts_and_carry(const kir_aval *consts, int n_consts,
+                                        const kir_aval *carry, int n_carry, kir_avals *list) {
+  for (int i = 0; i < n_consts; i++) {
+    kiln_status st = kir_avals_push(list, &consts[i]);
+    if (st != KILN_OK) return st;
+  }
+  for (int i = 0; i < n_carry; i++) {
+    kiln_status st = kir_avals_push(list, &carry[i]);
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
+/* while(*cond_consts, *body_consts, *carry): cond_jaxpr gives a bool
+ * scalar, body_jaxpr the next carry (of the carry's types). */
+static kiln_status kir_while_check(const kir_p_while *p, int n_in, const kir_aval *in,
+                                   kir_avals *list) {
+  char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP];
+  int64_t nc = p->cond_nconsts, nb = p->body_nconsts;
+  if (nc < 0 || nb < 0 || nc + nb > n_in)
+    return kcore_fail(KILN_ERR_ARGUMENT,
+                      "while: cond_nconsts=%lld and body_nconsts=%lld do not fit %d operands",
+                      (long long)nc, (long long)nb, n_in);
+  const kir_aval *carry = in + nc + nb;
+  int n_carry = n_in - (int)(nc + nb);
+  kiln_status st = kir_consts_and_carry(in, (int)nc, carry, n_carry, list);
+  if (st == KILN_OK) st = kir_check_takes("while", "cond_jaxpr", p->cond_jaxpr, list->n, list->v);
+  if (st != KILN_OK) return st;
+  const kir_program *c = p->cond_jaxpr;
+  if (c->n_outvars != 1 || kir_out_aval(c, 0)->dtype != KILN_BOOL || kir_out_aval(c, 0)->rank != 0)
+    return kcore_fail(KILN_ERR_SHAPE, "while: cond_jaxpr must return one bool[] (it returns %d "
+                      "value%s%s%s)", c->n_outvars, c->n_outvars == 1 ? "" : "s",
+                      c->n_outvars ? ", the first " : "",
+                      c->n_outvars ? TSTR(kir_out_aval(c, 0), t0) : "");
+  list->n = 0;
+  st = kir_consts_and_carry(in + nc, (int)nb, carry, n_carry, list);
+  if (st == KILN_OK) st = kir_check_takes("while", "body_jaxpr", p->body_jaxpr, list->n, list->v);
+  if (st != KILN_OK) return st;
+  const kir_program *b = p->body_jaxpr;
+  if (b->n_outvars != n_carry)
+    return kcore_fail(KILN_ERR_ARGUMENT, "while: body_jaxpr returns %d values for a carry of %d",
+                      b->n_outvars, n_carry);
+  for (int i = 0; i < n_carry; i++)
+    if (!kir_aval_typematch(kir_out_aval(b, i), &carry[i]))
+      return kcore_fail(KILN_ERR_SHAPE, "while: body_jaxpr output %d has type %s, the carry %s", i,
+                        TSTR(kir_out_aval(b, i), t0), TSTR(&carry[i], t1));
+  return KILN_OK;
+}
+
+kiln_status kir_rule_while(kir_prim prim, const kir_params *params, int n_in, const kir_aval *in,
+                           kir_avals *out) {
+  (void)prim;
+  const kir_p_while *p = &params->while_loop;
+  kir_avals list;
+  kir_avals_init(&list);
+  kiln_status st = kir_while_check(p, n_in, in, &list);
+  kir_avals_free(&list);
+  if (st != KILN_OK) return st;
+  for (int i = 0; i < p->body_jaxpr->n_outvars; i++) {
+    st = kir_avals_push(out, kir_out_aval(p->body_jaxpr, i));
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
+/* scan(*consts, *carry, *xs): xs are sliced along their leading axis of
+ * size length; the body returns (*carry, *y slices). */
+static kiln_status kir_scan_check(const kir_p_scan *p, int n_in, const kir_aval *in,
+                                  kir_avals *list) {
+  char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP];
+  const kir_program *body = p->jaxpr;
+  if (p->num_consts < 0 || p->num_carry < 0 || p->num_consts + p->num_carry > n_in)
+    return kcore_fail(KILN_ERR_ARGUMENT,
+                      "scan: num_consts=%lld and num_carry=%lld do not fit %d operands",
+                      (long long)p->num_consts, (long long)p->num_carry, n_in);
+  if (p->length < 0)
+    return kcore_fail(KILN_ERR_ARGUMENT, "scan: length=%lld is negative", (long long)p->length);
+  int n_fixed = (int)(p->num_consts + p->num_carry);
+  for (int i = 0; i < n_fixed; i++) {
+    kiln_status st = kir_avals_push(list, &in[i]);
+    if (st != KILN_OK) return st;
+  }
+  for (int i = n_fixed; i < n_in; i++) {
+    if (in[i].rank < 1 || in[i].shape[0] != p->length)
+      return kcore_fail(KILN_ERR_SHAPE, "scan: xs operand %d has type %s, without a leading axis "
+                        "of length %lld", i - n_fixed, TSTR(&in[i], t0), (long long)p->length);
+    kir_aval x = kir_aval_make(in[i].dtype, in[i].rank - 1, in[i].shape + 1, in[i].weak);
+    kiln_status st = kir_avals_push(list, &x);
+    if (st != KILN_OK) return st;
+  }
+  kiln_status st = kir_check_takes("scan", "jaxpr", body, list->n, list->v);
+  if (st != KILN_OK) return st;
+  if (body->n_outvars < p->num_carry)
+    return kcore_fail(KILN_ERR_ARGUMENT, "scan: jaxpr returns %d values, fewer than num_carry=%lld",
+                      body->n_outvars, (long long)p->num_carry);
+  for (int i = 0; i < (int)p->num_carry; i++) {
+    const kir_aval *c_in = kir_in_aval(body, (int)p->num_consts + i);
+    if (!kir_aval_typematch(kir_out_aval(body, i), c_in))
+      return kcore_fail(KILN_ERR_SHAPE, "scan: carry %d enters jaxpr as %s but leaves as %s", i,
+                        TSTR(c_in, t0), TSTR(kir_out_aval(body, i), t1));
+  }
+  for (int i = (int)p->num_carry; i < body->n_outvars; i++)
+    if (kir_out_aval(body, i)->rank + 1 > KIR_MAX_RANK)
+      return kcore_fail(KILN_ERR_SHAPE, "scan: stacking output %d (%s) exceeds rank %d", i,
+                        TSTR(kir_out_aval(body, i), t0), KIR_MAX_RANK);
+  return KILN_OK;
+}
+
+kiln_status kir_rule_scan(kir_prim prim, const kir_params *params, int n_in, const kir_aval *in,
+                          kir_avals *out) {
+  (void)prim;
+  const kir_p_scan *p = &params->scan;
+  kir_avals list;
+  kir_avals_init(&list);
+  kiln_status st = kir_scan_check(p, n_in, in, &list);
+  kir_avals_free(&list);
+  if (st != KILN_OK) return st;
+  /* Results: the body's carry outputs (weak flags included, as JAX's
+   * _scan_abstract_eval), then the stacked ys. */
+  for (int i = 0; i < (int)p->num_carry && st == KILN_OK; i++)
+    st = kir_avals_push(out, kir_out_aval(p->jaxpr, i));
+  for (int i = (int)p->num_carry; i < p->jaxpr->n_outvars && st == KILN_OK; i++) {
+    const kir_aval *y = kir_out_aval(p->jaxpr, i);
+    int64_t shape[KIR_MAX_RANK];
+    shape[0] = p->length;
+    memcpy(shape + 1, y->shape, (size_t)y->rank * sizeof *shape);
+    st = kir_push(out, y->dtype, y->rank + 1, shape, y->weak);
+  }
+  return st;
+}
+
+/* Any operands, no results; the format is checked when it runs. */
+kiln_status kir_rule_debug_print(kir_prim prim, const kir_params *params, int n_in,
+                                 const kir_aval *in, kir_avals *out) {
+  (void)prim;
+  (void)params;
+  (void)n_in;
+  (void)in;
+  (void)out;
+  return KILN_OK;
+}
+
+/* Any operands; the results are the declared result_avals. */
+kiln_status kir_rule_host_callback(kir_prim prim, const kir_params *params, int n_in,
+                                   const kir_aval *in, kir_avals *out) {
+  (void)prim;
+  (void)n_in;
+  (void)in;
+  const kir_p_host_callback *p = &params->host_callback;
+  if (p->callback < 0)
+    return kcore_fail(KILN_ERR_ARGUMENT, "host_callback: callback id %lld is negative",
+                      (long long)p->callback);
+  for (int i = 0; i < p->result_avals.n; i++) {
+    kiln_status st = kir_avals_push(out, &p->result_avals.v[i]);
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
