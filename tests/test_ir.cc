@@ -969,7 +969,7 @@ TEST(IrPasses, CseComparesSubProgramsStructurally) {
 
 // A tiny evaluator for the fold test: f32 add and mul, broadcast of a scalar.
 kiln_status EvalF32(const kir_eqn *e, const kir_buffer *in, kir_buffer *out, void *ctx) {
-  ++*static_cast<int *>(ctx);
+  ++*static_cast<int *>(static_cast<const kir_eval_env *>(ctx)->user);
   size_t n = out[0].nbytes / sizeof(float);
   const float *a = static_cast<const float *>(in[0].data);
   float *o = static_cast<float *>(out[0].data);

@@ -118,7 +118,9 @@ static kiln_status kir_fold_eqn(kir_program *p, int i, const kir_eval_table *t) 
     if (st == KILN_OK && !out[k].data)
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kir_fold: out of memory");
   }
-  if (st == KILN_OK) st = t->fn[e->prim](e, in.bufs, out, t->ctx);
+  kir_eval_env env;
+  kir_eval_env_init(&env, t);
+  if (st == KILN_OK) st = t->fn[e->prim](e, in.bufs, out, &env);
   if (st == KILN_OK) st = kir_fold_reserve(p, e->n_out, out, copies);
   for (int k = 0; k < e->n_out && st == KILN_OK; k++)
     kir_fold_result(p, e->out[k], &out[k], copies[k]);

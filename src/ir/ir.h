@@ -630,11 +630,12 @@ kiln_status kir_cse(kir_program *p, int *removed);
  *
  * The reference executor evaluates one equation at a time on host buffers
  * through a kir_eval_table: one kir_eval_fn per primitive. The evaluators
- * live in their family's file next to the rule (e.g. elementwise.c), and the
- * executor (src/backend/cpu) fills a table from them; control-flow
- * evaluators run their sub-programs through the table's ctx (the executor's
- * state). kir_fold uses the same table, so folding covers exactly the
- * primitives that have a reference implementation. */
+ * live in their family's file next to the rule (e.g. elementwise.c) and are
+ * gathered by kir_reference_evals(); kir_eval_program walks a program with
+ * them. Every evaluator receives the kir_eval_env as its ctx, so control-flow
+ * evaluators run their sub-programs through kir_eval_program(env, ...).
+ * kir_fold uses the same table, so folding covers exactly the primitives
+ * that have a reference implementation. */
 
 /* Host data of one operand or result: C order, dtype storage form. */
 typedef struct kir_buffer {
@@ -645,15 +646,49 @@ typedef struct kir_buffer {
 
 /* Evaluates equation e on host buffers. `in` has e->n_in buffers; `out` has
  * e->n_out buffers whose avals are set and whose data is allocated (nbytes)
- * by the caller. `ctx` is the table's context (e.g. to run sub-programs). */
+ * by the caller. `ctx` is the const kir_eval_env * of the evaluation. */
 typedef kiln_status (*kir_eval_fn)(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
                                    void *ctx);
 
-/* Per-primitive evaluators; a NULL entry means "cannot evaluate". */
+/* Per-primitive evaluators; a NULL entry means "cannot evaluate". `ctx` is
+ * handed to evaluators as the env's `user`. */
 typedef struct kir_eval_table {
   kir_eval_fn fn[KIR_NUM_PRIMS];
   void *ctx;
 } kir_eval_table;
+
+/* What a whole-program evaluation needs beyond the evaluators. */
+typedef struct kir_eval_env {
+  const kir_eval_table *table;
+  void *user; /* the table's ctx */
+  /* host_callback: runs callback `id` (NULL: host callbacks fail). */
+  kiln_status (*host_call)(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
+                           kir_buffer *out);
+  void *host_user;
+  /* debug_print's sink for each formatted line (NULL: stderr). */
+  void (*print)(void *user, const char *text);
+  void *print_user;
+} kir_eval_env;
+
+/* An env over `table` with no host callbacks and printing to stderr. */
+void kir_eval_env_init(kir_eval_env *env, const kir_eval_table *table);
+/* Runs p on host buffers: `in` for its invars, `out` for its outvars
+ * (avals set, data allocated by the caller). Constvars bound to arrays are
+ * read through kiln_array_to_host. Outputs are written only after every
+ * equation ran, and outputs that are invars are copied before any other, so
+ * an output may share memory with an input that no later output reads
+ * (donation). A primitive without an evaluator is KILN_ERR_UNIMPLEMENTED. */
+kiln_status kir_eval_program(const kir_eval_env *env, const kir_program *p, const kir_buffer *in,
+                             kir_buffer *out);
+/* Every family's evaluators (built once; thread-safe). */
+const kir_eval_table *kir_reference_evals(void);
+/* Each family file adds its evaluators to a table. */
+void kir_elementwise_evals(kir_eval_table *t);
+void kir_shape_evals(kir_eval_table *t);
+void kir_reduce_evals(kir_eval_table *t);
+void kir_dot_evals(kir_eval_table *t);
+void kir_control_evals(kir_eval_table *t);
+void kir_rng_evals(kir_eval_table *t);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator

@@ -164,3 +164,29 @@ void kiln_array_describe(const kiln_array *a, char *buf, size_t cap) {
   snprintf(buf, cap, "%s{%s}", kcore_format_type(a->dtype, a->rank, a->shape, t, sizeof t),
            a->device->info.name);
 }
+
+kiln_status krt_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
+                                  const int64_t *shape, kiln_array **out) {
+  static const char op[] = "donation";
+  kiln_status st = krt_array_check(op, donor);
+  if (st) return st;
+  int64_t elements;
+  size_t nbytes;
+  if ((st = kcore_shape_bytes(op, dtype, rank, shape, &elements, &nbytes))) return st;
+  KCORE_ASSERT(nbytes == kiln_array_nbytes(donor));
+  kiln_array *b = calloc(1, sizeof *b);
+  if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  atomic_init(&b->refs, 1);
+  atomic_init(&b->deleted, false);
+  b->dtype = dtype;
+  b->rank = rank;
+  if (rank > 0) memcpy(b->shape, shape, (size_t)rank * sizeof *shape);
+  b->size = elements;
+  b->device = donor->device;
+  b->buf = donor->buf;
+  memset(&donor->buf, 0, sizeof donor->buf);
+  atomic_store(&donor->deleted, true);
+  atomic_fetch_add(&donor->device->ctx->live_arrays, 1);
+  *out = b;
+  return KILN_OK;
+}

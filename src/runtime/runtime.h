@@ -7,7 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "core/core.h"
+#include "ir/ir.h"
+#include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "trace/trace.h"
 
 /* Device memory. `ptr` is a host pointer on CPU and a CUdeviceptr on CUDA.
  * `ready` is the backend's completion marker for the last write (a CUevent on
@@ -174,5 +177,69 @@ void krt_kcache_stats_get(krt_kcache *c, krt_kcache_stats *out);
 kiln_status krt_kcache_write_file(const char *path, const void *data, size_t size, bool durable);
 /* ==== end of kernel cache ==== */
 
+/* ==== jit and executables (jit.c, exec.c, stages.c) ==== */
+/* Moves donor's buffer to a new array of the given type (the same byte size)
+ * on the same device; donor is left deleted. Donation hands an input's
+ * memory to an output this way. */
+kiln_status krt_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
+                                  const int64_t *shape, kiln_array **out);
+
+/* The argument signature a program is traced for: structure, one aval per
+ * leaf, static key bytes; `hash` covers all three. */
+typedef struct krt_signature {
+  kiln_treedef *def;
+  int n;
+  kir_aval *avals;
+  void *static_key;
+  size_t static_key_size;
+  uint64_t hash;
+} krt_signature;
+
+void krt_signature_free(krt_signature *s);
+kiln_status krt_signature_clone(const krt_signature *in, krt_signature *out);
+/* As krt_signature_of, but leaves may also be KILN_LEAF_PTR to a kiln_aval. */
+kiln_status krt_signature_of_avals(const char *op, const kiln_tree *args, krt_signature *out);
+/* Runs c on a tree of arrays and builds the output tree. */
+kiln_status krt_call_compiled(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out);
+
+/* A traced program with what running it needs. `lowered` keeps the program
+ * as traced; `compiled` after the passes, with its analyses. */
+typedef struct krt_program {
+  kiln_ctx *ctx;
+  kiln_device *dev;
+  const kiln_func *f;
+  krt_signature sig;
+  bool *donated; /* per input leaf */
+  kir_program *prog;
+  kiln_treedef *out_def;
+  int n_out;
+  ktr_host_table *hosts;
+} krt_program;
+
+struct kiln_lowered {
+  krt_program p;
+  char *text;
+};
+
+struct kiln_compiled {
+  krt_program p;
+  kiln_cost_analysis cost;
+  kiln_memory_analysis memory;
+};
+
+/* Traces f for the signature into out (its program as traced). */
+kiln_status krt_trace(kiln_ctx *ctx, kiln_device *dev, const kiln_func *f, const krt_signature *sig,
+                      krt_program *out);
+void krt_program_free(krt_program *p);
+/* Runs the passes and the analyses: p's program moves into c. */
+kiln_status krt_compile(krt_program *p, kiln_compiled *c);
+/* Runs c on args (n_in arrays matching its signature); outs gets n_out new
+ * arrays. Donated inputs are deleted afterwards, their memory reused for
+ * outputs of the same byte size. */
+kiln_status krt_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs);
+/* The signature of a tree of arrays (leaves must be arrays). */
+kiln_status krt_signature_of(const char *op, const kiln_tree *args, const void *static_key,
+                             size_t static_key_size, krt_signature *out);
+/* ==== end of jit ==== */
 
 #endif

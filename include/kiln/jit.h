@@ -1,0 +1,81 @@
+/* jit: trace a kiln_func once per input signature, compile, cache, call.
+ * Also eval_shape, make_jaxpr, partial_eval_by_shape and the stages API
+ * (lower -> as_text -> compile -> as_text / cost / memory -> call). */
+#ifndef KILN_JIT_H
+#define KILN_JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kiln/device.h"
+#include "kiln/trace.h"
+#include "kiln/tree.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_jit kiln_jit;
+typedef struct kiln_lowered kiln_lowered;
+typedef struct kiln_compiled kiln_compiled;
+
+typedef struct kiln_jit_options {
+  /* Static arguments, as bytes: part of the cache key (static_argnums). */
+  const void *static_key;
+  size_t static_key_size;
+  /* Indices of the top-level arguments (children of the args tuple/list)
+   * whose arrays are donated: deleted after the call, buffers reusable. */
+  const int *donate_argnums;
+  int num_donate;
+  int device; /* index of the device the program runs on (default 0) */
+} kiln_jit_options;
+
+kiln_status kiln_jit_new(kiln_ctx *ctx, const kiln_func *f, const kiln_jit_options *opts,
+                         kiln_jit **out);
+void kiln_jit_free(kiln_jit *j);
+/* Calls the compiled program on a tree of arrays; traces and compiles on a
+ * cache miss (KILN_LOG=info says why). Thread safe. */
+kiln_status kiln_jit_call(kiln_jit *j, const kiln_tree *args, kiln_tree **out);
+/* How many programs this jit has traced and compiled so far. */
+int64_t kiln_jit_compile_count(const kiln_jit *j);
+
+/* jax.eval_shape: traces f over `args`, whose leaves are arrays or
+ * KILN_LEAF_PTR leaves pointing at a kiln_aval (a ShapeDtypeStruct), and
+ * runs nothing. The result's structure and one aval per leaf (malloc'ed;
+ * free with free, the treedef with kiln_treedef_free). */
+kiln_status kiln_eval_shape(kiln_ctx *ctx, const kiln_func *f, const kiln_tree *args,
+                            kiln_treedef **out_def, kiln_aval **out_avals, size_t *n_out);
+/* flax.jax_utils.partial_eval_by_shape: as eval_shape, but the outputs that
+ * need no concrete input value are computed and come back as array leaves;
+ * the others are KILN_LEAF_PTR leaves pointing into *avals (malloc'ed, free
+ * it after the tree). */
+kiln_status kiln_partial_eval_by_shape(kiln_ctx *ctx, const kiln_func *f, const kiln_tree *args,
+                                       kiln_tree **out, kiln_aval **avals);
+/* The traced program as jaxpr-style text (malloc'ed; free with free). */
+kiln_status kiln_make_jaxpr(kiln_ctx *ctx, const kiln_func *f, const kiln_tree *args, char **text);
+
+/* Stages. */
+kiln_status kiln_jit_lower(kiln_jit *j, const kiln_tree *args, kiln_lowered **out);
+kiln_status kiln_lowered_as_text(const kiln_lowered *l, char **text);
+kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out);
+void kiln_lowered_free(kiln_lowered *l);
+kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text);
+
+typedef struct kiln_cost_analysis {
+  double flops;
+  double transcendentals;
+  double bytes_accessed;
+} kiln_cost_analysis;
+typedef struct kiln_memory_analysis {
+  uint64_t argument_bytes;
+  uint64_t output_bytes;
+  uint64_t temp_bytes;
+} kiln_memory_analysis;
+kiln_status kiln_compiled_cost_analysis(const kiln_compiled *c, kiln_cost_analysis *out);
+kiln_status kiln_compiled_memory_analysis(const kiln_compiled *c, kiln_memory_analysis *out);
+kiln_status kiln_compiled_call(kiln_compiled *c, const kiln_tree *args, kiln_tree **out);
+void kiln_compiled_free(kiln_compiled *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,199 @@
+/* Tracing: a C function over pytrees of traced values is recorded into
+ * kiln's IR. Ops follow numpy-style broadcasting and JAX's type promotion at
+ * this level (the IR itself keeps explicit broadcast_in_dim and converts).
+ *
+ * Errors are sticky: the first failing op keeps its message (op name, operand
+ * shapes and dtypes) on the trace, returns NULL, and every later op given a
+ * NULL operand (or called on a failed trace) returns NULL too. So user code
+ * reads like math and the trace reports the error once. */
+#ifndef KILN_TRACE_H
+#define KILN_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kiln/array.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+#include "kiln/tree.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_trace kiln_trace;
+typedef struct kiln_func kiln_func;
+
+/* A user function: leaves of `args` are traced values (KILN_LEAF_VAL). It
+ * returns a new tree of traced values (or arrays, captured as constants);
+ * NULL means failure (the trace's sticky error, or one set by the function
+ * through kiln_trace_fail). */
+typedef kiln_tree *(*kiln_fn)(kiln_trace *t, const kiln_tree *args, void *user);
+
+kiln_status kiln_func_new(kiln_fn fn, void *user, const char *name, kiln_func **out);
+void kiln_func_free(kiln_func *f);
+const char *kiln_func_name(const kiln_func *f);
+/* Calls f inside the current trace (its equations are inlined). */
+kiln_tree *kiln_call(kiln_trace *t, const kiln_func *f, const kiln_tree *args);
+
+/* The trace's first error (KILN_OK if none) and its message. */
+kiln_status kiln_trace_status(const kiln_trace *t);
+const char *kiln_trace_error(const kiln_trace *t);
+/* Records a user-level error on the trace (kept only if it is the first). */
+void kiln_trace_fail(kiln_trace *t, kiln_status s, const char *msg);
+
+/* ---- abstract values ---- */
+typedef struct kiln_aval {
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  int weak; /* JAX's weak type */
+} kiln_aval;
+
+kiln_status kiln_val_aval(const kiln_val *v, kiln_aval *out);
+kiln_dtype kiln_val_dtype(const kiln_val *v);
+int kiln_val_rank(const kiln_val *v);
+const int64_t *kiln_val_shape(const kiln_val *v);
+
+/* ---- constants ---- */
+kiln_val *kiln_const_array(kiln_trace *t, kiln_array *a); /* captured: a program constant */
+kiln_val *kiln_scalar_f(kiln_trace *t, double v);        /* weak float */
+kiln_val *kiln_scalar_i(kiln_trace *t, int64_t v);       /* weak int */
+kiln_val *kiln_scalar(kiln_trace *t, kiln_dtype dtype, double v); /* strong */
+kiln_val *kiln_full(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *shape, double v);
+kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *shape, int dimension);
+
+/* ---- elementwise unary (lax semantics) ---- */
+#define KILN_UNARY_OPS(X)                                                                       \
+  X(neg) X(abs) X(sign) X(floor) X(ceil) X(round) X(exp) X(exp2) X(expm1) X(log) X(log1p)    \
+  X(sqrt) X(rsqrt) X(cbrt) X(tanh) X(logistic) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) \
+  X(sinh) X(cosh) X(asinh) X(acosh) X(atanh) X(erf) X(erf_inv) X(is_finite) X(not)          \
+  X(population_count)
+#define KILN_DECLARE_UNARY(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *x);
+KILN_UNARY_OPS(KILN_DECLARE_UNARY)
+#undef KILN_DECLARE_UNARY
+
+/* ---- elementwise binary (broadcasting, promotion) ---- */
+#define KILN_BINARY_OPS(X)                                                                \
+  X(add) X(sub) X(mul) X(div) X(rem) X(pow) X(max) X(min) X(atan2) X(and) X(or) X(xor) \
+  X(shift_left) X(shift_right_logical) X(shift_right_arithmetic) X(nextafter) X(eq)    \
+  X(ne) X(lt) X(le) X(gt) X(ge)
+#define KILN_DECLARE_BINARY(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b);
+KILN_BINARY_OPS(KILN_DECLARE_BINARY)
+#undef KILN_DECLARE_BINARY
+
+/* lax.select_n: which (bool or int32) picks among n cases of one type. */
+kiln_val *kiln_select_n(kiln_trace *t, kiln_val *which, int n, kiln_val *const *cases);
+kiln_val *kiln_where(kiln_trace *t, kiln_val *pred, kiln_val *on_true, kiln_val *on_false);
+kiln_val *kiln_clamp(kiln_trace *t, kiln_val *lo, kiln_val *x, kiln_val *hi);
+kiln_val *kiln_convert(kiln_trace *t, kiln_val *x, kiln_dtype dtype);
+kiln_val *kiln_bitcast(kiln_trace *t, kiln_val *x, kiln_dtype dtype);
+
+/* ---- structure ---- */
+kiln_val *kiln_broadcast_in_dim(kiln_trace *t, kiln_val *x, int rank, const int64_t *shape,
+                                const int *broadcast_dimensions);
+kiln_val *kiln_broadcast_to(kiln_trace *t, kiln_val *x, int rank, const int64_t *shape);
+kiln_val *kiln_reshape(kiln_trace *t, kiln_val *x, int rank, const int64_t *shape);
+kiln_val *kiln_transpose(kiln_trace *t, kiln_val *x, const int *permutation);
+kiln_val *kiln_squeeze(kiln_trace *t, kiln_val *x, int n, const int *dimensions);
+kiln_val *kiln_expand_dims(kiln_trace *t, kiln_val *x, int n, const int *dimensions);
+kiln_val *kiln_rev(kiln_trace *t, kiln_val *x, int n, const int *dimensions);
+kiln_val *kiln_slice(kiln_trace *t, kiln_val *x, const int64_t *start, const int64_t *limit,
+                     const int64_t *strides /* NULL: all 1 */);
+kiln_val *kiln_dynamic_slice(kiln_trace *t, kiln_val *x, kiln_val *const *starts,
+                             const int64_t *sizes);
+kiln_val *kiln_dynamic_update_slice(kiln_trace *t, kiln_val *x, kiln_val *update,
+                                    kiln_val *const *starts);
+kiln_val *kiln_concatenate(kiln_trace *t, int n, kiln_val *const *xs, int dimension);
+kiln_val *kiln_pad(kiln_trace *t, kiln_val *x, kiln_val *padding_value, const int64_t *low,
+                   const int64_t *high, const int64_t *interior);
+/* x[indices] along `axis` (jnp.take, embedding lookup); indices are integers. */
+kiln_val *kiln_take(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis);
+kiln_val *kiln_take_along_axis(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis);
+kiln_val *kiln_one_hot(kiln_trace *t, kiln_val *indices, int64_t num_classes, kiln_dtype dtype);
+/* out = x with updates added at indices along axis (x.at[idx].add(u)). */
+kiln_val *kiln_scatter_add(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
+                           int axis);
+
+/* ---- reductions ---- */
+kiln_val *kiln_reduce_sum(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_reduce_max(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_reduce_min(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_reduce_prod(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_reduce_and(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_reduce_or(kiln_trace *t, kiln_val *x, int n, const int *axes);
+kiln_val *kiln_argmax(kiln_trace *t, kiln_val *x, int axis, kiln_dtype index_dtype);
+kiln_val *kiln_argmin(kiln_trace *t, kiln_val *x, int axis, kiln_dtype index_dtype);
+kiln_val *kiln_cumsum(kiln_trace *t, kiln_val *x, int axis, int reverse);
+kiln_val *kiln_cumprod(kiln_trace *t, kiln_val *x, int axis, int reverse);
+kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse);
+/* Sorts x along `dimension`; with `indices` non-NULL also the permutation. */
+kiln_val *kiln_sort(kiln_trace *t, kiln_val *x, int dimension, kiln_val **indices);
+
+/* ---- dot ---- */
+typedef struct kiln_dot_dims {
+  int n_contract;
+  int lhs_contract[KILN_MAX_RANK], rhs_contract[KILN_MAX_RANK];
+  int n_batch;
+  int lhs_batch[KILN_MAX_RANK], rhs_batch[KILN_MAX_RANK];
+} kiln_dot_dims;
+kiln_val *kiln_dot_general(kiln_trace *t, kiln_val *a, kiln_val *b, const kiln_dot_dims *dims,
+                           kiln_dtype preferred /* KILN_INVALID_DTYPE: default */);
+kiln_val *kiln_matmul(kiln_trace *t, kiln_val *a, kiln_val *b);
+
+/* ---- control flow: branches and bodies are kiln_funcs over pytrees ---- */
+/* lax.switch: index (int32, clamped) picks a branch; all branches must give
+ * the same output structure and types. cond is switch with a bool. */
+kiln_tree *kiln_switch(kiln_trace *t, kiln_val *index, int n, const kiln_func *const *branches,
+                       const kiln_tree *operands);
+kiln_tree *kiln_cond(kiln_trace *t, kiln_val *pred, const kiln_func *on_true,
+                     const kiln_func *on_false, const kiln_tree *operands);
+/* lax.while_loop: cond(carry) -> bool scalar; body(carry) -> carry. */
+kiln_tree *kiln_while(kiln_trace *t, const kiln_func *cond, const kiln_func *body,
+                      const kiln_tree *init);
+/* lax.fori_loop: body gets the tuple (i, carry) and returns the carry. */
+kiln_tree *kiln_fori_loop(kiln_trace *t, int64_t lower, int64_t upper, const kiln_func *body,
+                          const kiln_tree *init);
+/* lax.scan: body gets (carry, x) and returns (carry, y); the result is the
+ * tuple (carry, ys) with ys stacked along a new leading axis. */
+kiln_tree *kiln_scan(kiln_trace *t, const kiln_func *body, const kiln_tree *init,
+                     const kiln_tree *xs, int64_t length, int reverse);
+/* lax.map: f over the leading axis of xs. */
+kiln_tree *kiln_map(kiln_trace *t, const kiln_func *f, const kiln_tree *xs);
+
+/* ---- random numbers (threefry2x32, bit-identical to JAX) ---- */
+/* Keys are u32[2] values (jax.random.PRNGKey's raw form). */
+kiln_val *kiln_random_key(kiln_trace *t, int64_t seed);
+kiln_val *kiln_random_split(kiln_trace *t, kiln_val *key, int64_t n); /* u32[n,2] */
+kiln_val *kiln_random_fold_in(kiln_trace *t, kiln_val *key, kiln_val *data);
+kiln_val *kiln_random_bits(kiln_trace *t, kiln_val *key, int bit_width, int rank,
+                           const int64_t *shape);
+kiln_val *kiln_random_uniform(kiln_trace *t, kiln_val *key, kiln_dtype dtype, int rank,
+                              const int64_t *shape, double minval, double maxval);
+kiln_val *kiln_random_normal(kiln_trace *t, kiln_val *key, kiln_dtype dtype, int rank,
+                             const int64_t *shape);
+kiln_val *kiln_random_bernoulli(kiln_trace *t, kiln_val *key, double p, int rank,
+                                const int64_t *shape);
+
+/* ---- debugging ---- */
+/* jax.debug.print: formats at run time; "{}" placeholders take the values in
+ * order. Printed to stderr, or to the context's print hook. */
+kiln_status kiln_debug_print(kiln_trace *t, const char *fmt, int n, kiln_val *const *vals);
+/* Host data handed to a host callback: C order, the dtype's storage form. */
+typedef struct kiln_host_buffer {
+  kiln_aval aval;
+  void *data;
+  size_t nbytes;
+} kiln_host_buffer;
+/* Called on the host at run time with the inputs' data; the outputs are
+ * allocated by kiln with `result_avals` and filled by the callback (like
+ * jax.pure_callback). A failing status stops the program with its message. */
+typedef kiln_status (*kiln_host_fn)(void *user, int n_in, const kiln_host_buffer *in, int n_out,
+                                    kiln_host_buffer *out);
+kiln_status kiln_host_callback(kiln_trace *t, kiln_host_fn cb, void *user, int n_in,
+                               kiln_val *const *in, int n_out, const kiln_aval *result_avals,
+                               kiln_val **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

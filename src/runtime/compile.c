@@ -1,0 +1,138 @@
+/* Compiling a traced program: the passes, then cost and memory analyses.
+ * Until fused code generation exists the executable is the optimized
+ * program, run by the reference executor. */
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/runtime.h"
+
+/* Results of at most this size are folded into the program as constants. */
+#define KRT_FOLD_MAX_BYTES (1u << 20)
+
+static double krt_elements(const kir_aval *a) { return (double)kir_aval_size(a); }
+
+static double krt_bytes(const kir_aval *a) {
+  return krt_elements(a) * (double)kiln_dtype_size(a->dtype);
+}
+
+static bool krt_is_transcendental(kir_prim p) {
+  switch (p) {
+    case KIR_PRIM_EXP: case KIR_PRIM_EXP2: case KIR_PRIM_EXPM1: case KIR_PRIM_LOG:
+    case KIR_PRIM_LOG1P: case KIR_PRIM_SQRT: case KIR_PRIM_RSQRT: case KIR_PRIM_CBRT:
+    case KIR_PRIM_TANH: case KIR_PRIM_LOGISTIC: case KIR_PRIM_SIN: case KIR_PRIM_COS:
+    case KIR_PRIM_TAN: case KIR_PRIM_ASIN: case KIR_PRIM_ACOS: case KIR_PRIM_ATAN:
+    case KIR_PRIM_SINH: case KIR_PRIM_COSH: case KIR_PRIM_ASINH: case KIR_PRIM_ACOSH:
+    case KIR_PRIM_ATANH: case KIR_PRIM_ERF: case KIR_PRIM_ERF_INV: case KIR_PRIM_POW:
+    case KIR_PRIM_ATAN2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static void krt_cost_program(const kir_program *p, double times, kiln_cost_analysis *c);
+
+/* One equation's share, XLA-style: an elementwise op is one flop (or one
+ * transcendental) per result element, a reduction one per input element, a
+ * dot two per multiply-add; bytes are every operand read and result written. */
+static void krt_cost_eqn(const kir_program *p, const kir_eqn *e, double times,
+                         kiln_cost_analysis *c) {
+  const kir_prim_info *info = kir_prim_get(e->prim);
+  double in_bytes = 0, out_bytes = 0, out_elems = 0;
+  for (int i = 0; i < e->n_in; i++) in_bytes += krt_bytes(kir_var_aval(p, e->in[i]));
+  for (int i = 0; i < e->n_out; i++) {
+    out_bytes += krt_bytes(kir_var_aval(p, e->out[i]));
+    out_elems += krt_elements(kir_var_aval(p, e->out[i]));
+  }
+  c->bytes_accessed += times * (in_bytes + out_bytes);
+  if (info->family == KIR_FAMILY_ELEMENTWISE && e->prim != KIR_PRIM_CONVERT_ELEMENT_TYPE &&
+      e->prim != KIR_PRIM_BITCAST_CONVERT_TYPE) {
+    if (krt_is_transcendental(e->prim))
+      c->transcendentals += times * out_elems;
+    else
+      c->flops += times * out_elems;
+  } else if (info->family == KIR_FAMILY_REDUCE) {
+    c->flops += times * krt_elements(kir_var_aval(p, e->in[0]));
+  } else if (e->prim == KIR_PRIM_DOT_GENERAL) {
+    const kir_aval *lhs = kir_var_aval(p, e->in[0]);
+    const kir_dims *k = &e->params.dot.dimension_numbers.lhs_contracting;
+    double contracted = 1;
+    for (int i = 0; i < k->n; i++) contracted *= (double)lhs->shape[k->v[i]];
+    c->flops += times * 2 * out_elems * contracted;
+  } else if (e->prim == KIR_PRIM_SCAN) {
+    krt_cost_program(e->params.scan.jaxpr, times * (double)e->params.scan.length, c);
+  } else if (e->prim == KIR_PRIM_WHILE) { /* the trip count is unknown: one trip */
+    krt_cost_program(e->params.while_loop.cond_jaxpr, times, c);
+    krt_cost_program(e->params.while_loop.body_jaxpr, times, c);
+  } else if (e->prim == KIR_PRIM_COND) { /* the costliest branch */
+    kiln_cost_analysis best = {0, 0, 0};
+    for (int b = 0; b < e->params.cond.branches.n; b++) {
+      kiln_cost_analysis one = {0, 0, 0};
+      krt_cost_program(e->params.cond.branches.v[b], times, &one);
+      if (one.flops + one.transcendentals > best.flops + best.transcendentals) best = one;
+    }
+    c->flops += best.flops;
+    c->transcendentals += best.transcendentals;
+    c->bytes_accessed += best.bytes_accessed;
+  }
+}
+
+static void krt_cost_program(const kir_program *p, double times, kiln_cost_analysis *c) {
+  for (int i = 0; i < p->n_eqns; i++) krt_cost_eqn(p, &p->eqns[i], times, c);
+}
+
+/* Peak bytes of intermediate results alive at once, walking the top-level
+ * equations in order: a result lives from its equation to its last use. */
+static uint64_t krt_peak_temp_bytes(const kir_program *p) {
+  int *last = malloc((size_t)(p->n_vars ? p->n_vars : 1) * sizeof *last);
+  bool *is_out = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *is_out);
+  uint64_t live = 0, peak = 0;
+  if (!last || !is_out) goto done;
+  for (int v = 0; v < p->n_vars; v++) last[v] = -1;
+  for (int i = 0; i < p->n_outvars; i++) is_out[p->outvars[i]] = true;
+  for (int i = 0; i < p->n_eqns; i++)
+    for (int j = 0; j < p->eqns[i].n_in; j++) last[p->eqns[i].in[j]] = i;
+  for (int i = 0; i < p->n_eqns; i++) {
+    const kir_eqn *e = &p->eqns[i];
+    for (int j = 0; j < e->n_out; j++)
+      if (!is_out[e->out[j]]) live += (uint64_t)krt_bytes(kir_var_aval(p, e->out[j]));
+    if (live > peak) peak = live;
+    for (int j = 0; j < e->n_in; j++) {
+      kir_vid v = e->in[j];
+      const kir_var *var = &p->vars[v];
+      if (var->kind == KIR_VAR_EQN && !is_out[v] && last[v] == i) {
+        live -= (uint64_t)krt_bytes(&var->aval);
+        last[v] = -2; /* counted once even if used twice by this equation */
+      }
+    }
+  }
+done:
+  free(last);
+  free(is_out);
+  return peak;
+}
+
+static void krt_memory(const kir_program *p, kiln_memory_analysis *m) {
+  memset(m, 0, sizeof *m);
+  for (int i = 0; i < p->n_invars; i++)
+    m->argument_bytes += (uint64_t)krt_bytes(kir_var_aval(p, p->invars[i]));
+  for (int i = 0; i < p->n_outvars; i++)
+    m->output_bytes += (uint64_t)krt_bytes(kir_var_aval(p, p->outvars[i]));
+  m->temp_bytes = krt_peak_temp_bytes(p);
+}
+
+kiln_status krt_compile(krt_program *p, kiln_compiled *c) {
+  memset(c, 0, sizeof *c);
+  kir_program *prog = p->prog;
+  int removed = 0, folded = 0;
+  kiln_status st = kir_dce(prog, &removed);
+  if (!st) st = kir_cse(prog, &removed);
+  if (!st) st = kir_fold(prog, kir_reference_evals(), KRT_FOLD_MAX_BYTES, &folded);
+  if (!st) st = kir_dce(prog, &removed);
+  if (!st) st = kir_verify(prog);
+  if (st) return kcore_fail_wrap(st, "compiling %s", p->f ? p->f->name : "program");
+  c->p = *p;
+  memset(p, 0, sizeof *p);
+  krt_cost_program(c->p.prog, 1, &c->cost);
+  krt_memory(c->p.prog, &c->memory);
+  return KILN_OK;
+}
