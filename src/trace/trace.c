@@ -4,9 +4,14 @@
 #include <string.h>
 #include "trace/trace.h"
 
+/* Trace ids only ever grow, so a value of a finished trace never matches a
+ * live one, even if the memory of its trace is reused. */
+static _Atomic uint64_t ktr_next_id = 1;
+
 static kiln_status ktr_trace_alloc(kiln_trace *parent, kir_program *prog, kiln_trace **out) {
   kiln_trace *t = calloc(1, sizeof *t);
   if (!t) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "trace: out of host memory");
+  t->id = atomic_fetch_add(&ktr_next_id, 1);
   t->parent = parent;
   t->root = parent ? parent->root : t;
   t->prog = prog;
@@ -79,17 +84,31 @@ kiln_val *ktr_failf(kiln_trace *t, kiln_status st, const char *fmt, ...) {
   return ktr_fail(t, st);
 }
 
+/* Whether v belongs to t or a trace enclosing it, without reading v->trace. */
+static bool ktr_reachable(const kiln_trace *t, const kiln_val *v) {
+  for (; t; t = t->parent)
+    if (t->id == v->trace_id) return true;
+  return false;
+}
+
 bool ktr_ok(kiln_trace *t, const char *op, int n, kiln_val *const *vals) {
   if (!t) {
     kcore_fail(KILN_ERR_ARGUMENT, "%s: trace is NULL", op);
     return false;
   }
   if (t->status) return false;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     if (!vals[i]) {
       ktr_failf(t, KILN_ERR_ARGUMENT, "%s: operand %d is NULL", op, i);
       return false;
     }
+    if (!ktr_reachable(t, vals[i])) {
+      ktr_failf(t, KILN_ERR_ARGUMENT,
+                "%s: operand %d is a value of another trace (it escaped the function that "
+                "traced it, or comes from an unrelated jit)", op, i);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -113,17 +132,12 @@ kiln_val *ktr_val(kiln_trace *t, kir_vid vid) {
   kiln_val *v = kir_alloc(t->prog, sizeof *v);
   if (!v) return ktr_failf(t, KILN_ERR_OUT_OF_MEMORY, "trace: out of host memory");
   v->trace = t;
+  v->trace_id = t->id;
   v->vid = vid;
   return v;
 }
 
 const kir_aval *ktr_aval(const kiln_val *v) { return kir_var_aval(v->trace->prog, v->vid); }
-
-static bool ktr_encloses(const kiln_trace *outer, const kiln_trace *t) {
-  for (; t; t = t->parent)
-    if (t == outer) return true;
-  return false;
-}
 
 static kiln_status ktr_add_capture(kiln_trace *t, kiln_val *outer, kir_vid *out) {
   for (int i = 0; i < t->n_captures; i++)
@@ -149,7 +163,7 @@ kiln_status ktr_use(kiln_trace *t, const char *op, kiln_val *v, kir_vid *out) {
     *out = v->vid;
     return KILN_OK;
   }
-  if (!ktr_encloses(v->trace, t))
+  if (!ktr_reachable(t, v))
     return kcore_fail(KILN_ERR_ARGUMENT,
                       "%s: a value of another trace was used (a traced value escaped its "
                       "function, or came from an unrelated jit)",

@@ -21,6 +21,7 @@ extern "C" {
 
 struct kiln_val {
   kiln_trace *trace;
+  uint64_t trace_id; /* checked before `trace` is read: it may be gone */
   kir_vid vid;
 };
 
@@ -43,6 +44,7 @@ typedef struct ktr_host_table {
 } ktr_host_table;
 
 struct kiln_trace {
+  uint64_t id;        /* unique in the process: tells escaped values apart */
   kiln_trace *parent; /* NULL for the root trace */
   kiln_trace *root;
   kir_program *prog;
@@ -79,7 +81,8 @@ kiln_val *ktr_fail(kiln_trace *t, kiln_status st);
 /* kcore_fail + ktr_fail. */
 kiln_val *ktr_failf(kiln_trace *t, kiln_status st, const char *fmt, ...) KCORE_PRINTF(3, 4);
 /* True when the op may go on: the trace has no error and every operand is
- * a value (a NULL operand records "op: operand i is NULL"). */
+ * a value of t or of a trace enclosing it (a NULL operand or a value that
+ * escaped another trace is recorded as the error). */
 bool ktr_ok(kiln_trace *t, const char *op, int n, kiln_val *const *vals);
 
 /* A value for vid in t's program. */
