@@ -1,4 +1,5 @@
 /* Traces, values, sticky errors and lifting values into sub-traces. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
