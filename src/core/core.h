@@ -145,6 +145,10 @@ kiln_status kcore_shape_bytes(const char *op, kiln_dtype dtype, int rank, const 
 /* Writes "f32[2,3]" into buf; returns buf. */
 char *kcore_format_type(kiln_dtype dtype, int rank, const int64_t *shape, char *buf, size_t cap);
 char *kcore_strdup(const char *s);
+/* NVTX ranges around compile, launch, copy and library calls (nvtx.c). */
+void kcore_range_push(const char *name);
+void kcore_range_pop(void);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t kcore_now_ns(void);
 

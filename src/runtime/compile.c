@@ -120,7 +120,7 @@ static void krt_memory(const kir_program *p, kiln_memory_analysis *m) {
   m->temp_bytes = krt_peak_temp_bytes(p);
 }
 
-kiln_status krt_compile(krt_program *p, kiln_compiled *c) {
+static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c) {
   memset(c, 0, sizeof *c);
   kir_program *prog = p->prog;
   int removed = 0, folded = 0;
@@ -135,4 +135,11 @@ kiln_status krt_compile(krt_program *p, kiln_compiled *c) {
   krt_cost_program(c->p.prog, 1, &c->cost);
   krt_memory(c->p.prog, &c->memory);
   return KILN_OK;
+}
+
+kiln_status krt_compile(krt_program *p, kiln_compiled *c) {
+  kcore_range_push("kiln compile");
+  kiln_status st = krt_compile_unranged(p, c);
+  kcore_range_pop();
+  return st;
 }

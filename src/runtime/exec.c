@@ -192,7 +192,8 @@ static kiln_status krt_finish_outputs(krt_call *k) {
   return KILN_OK;
 }
 
-kiln_status krt_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs) {
+static kiln_status krt_execute_unranged(const kiln_compiled *c, kiln_array *const *args,
+                                        kiln_array **outs) {
   krt_call k = {.c = c, .args = args, .outs = outs};
   for (int i = 0; i < c->p.n_out; i++) outs[i] = NULL;
   kiln_status st = krt_check_args(c, args);
@@ -208,5 +209,12 @@ kiln_status krt_execute(const kiln_compiled *c, kiln_array *const *args, kiln_ar
   }
   if (!st) st = krt_finish_outputs(&k);
   krt_call_free(&k, st != KILN_OK);
+  return st;
+}
+
+kiln_status krt_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs) {
+  kcore_range_push("kiln execute");
+  kiln_status st = krt_execute_unranged(c, args, outs);
+  kcore_range_pop();
   return st;
 }

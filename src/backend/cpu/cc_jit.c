@@ -563,7 +563,7 @@ static kiln_status kcpu_cc_check_options(const char *op, const char *const *opti
   return KILN_OK;
 }
 
-kiln_status kcpu_cc_compile(const kcpu_cc *cc, const char *name, const char *source,
+static kiln_status kcpu_cc_compile_unranged(const kcpu_cc *cc, const char *name, const char *source,
                             const char *const *options, int num_options, void **so, size_t *size) {
   if (!cc || !name || !source || !so || !size)
     return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_compile: cc, name, source, so or size is NULL");
@@ -739,4 +739,13 @@ void kcpu_cc_unload(kcpu_cc_module *m) {
   dlclose(m->handle);
   free(m->name);
   free(m);
+}
+
+/* The same, inside an NVTX range. */
+kiln_status kcpu_cc_compile(const kcpu_cc *cc, const char *name, const char *source,
+                            const char *const *options, int num_options, void **so, size_t *size) {
+  kcore_range_push("kiln host C compile");
+  kiln_status st = kcpu_cc_compile_unranged(cc, name, source, options, num_options, so, size);
+  kcore_range_pop();
+  return st;
 }

@@ -63,7 +63,7 @@ static kiln_status kcuda_check_size(const char *what, const kcuda_device *d, siz
                     d->where, what, nbytes, capacity);
 }
 
-kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
+static kiln_status kcuda_upload_unranged(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
                          krt_copy_mode mode) {
   kcuda_device *d = kcuda_impl(dev);
   kiln_status st = kcuda_check_size("upload", d, nbytes, dst->nbytes);
@@ -127,7 +127,7 @@ out:
   return st;
 }
 
-kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
+static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
                            krt_copy_mode mode) {
   kcuda_device *d = kcuda_impl(dev);
   kiln_status st = kcuda_check_size("download", d, nbytes, src->nbytes);
@@ -205,4 +205,22 @@ kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_d
   if (st)
     return kcore_fail_wrap(st, "copying %zu bytes from %s to %s", nbytes, sd->where, dd->where);
   return KILN_OK;
+}
+
+/* The same, inside an NVTX range. */
+kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
+                         krt_copy_mode mode) {
+  kcore_range_push("kiln host-to-device copy");
+  kiln_status st = kcuda_upload_unranged(dev, dst, src, nbytes, mode);
+  kcore_range_pop();
+  return st;
+}
+
+/* The same, inside an NVTX range. */
+kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
+                           krt_copy_mode mode) {
+  kcore_range_push("kiln device-to-host copy");
+  kiln_status st = kcuda_download_unranged(dev, src, dst, nbytes, mode);
+  kcore_range_pop();
+  return st;
 }

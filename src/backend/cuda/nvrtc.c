@@ -16,7 +16,7 @@ static kiln_status kcuda_nvrtc_log_fail(nvrtcProgram prog, const char *name) {
   return st;
 }
 
-kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char *const *options,
+static kiln_status kcuda_nvrtc_compile_unranged(const char *name, const char *source, const char *const *options,
                                 int num_options, bool cubin, char **out, size_t *out_size) {
   kiln_status st = KILN_OK;
   nvrtcProgram prog = NULL;
@@ -53,5 +53,14 @@ kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char
 done:
   free(code);
   if (prog) nvrtcDestroyProgram(&prog);
+  return st;
+}
+
+/* The same, inside an NVTX range. */
+kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char *const *options,
+                                int num_options, bool cubin, char **out, size_t *out_size) {
+  kcore_range_push("kiln NVRTC compile");
+  kiln_status st = kcuda_nvrtc_compile_unranged(name, source, options, num_options, cubin, out, out_size);
+  kcore_range_pop();
   return st;
 }
