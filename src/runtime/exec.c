@@ -98,11 +98,10 @@ static kiln_status krt_check_args(const kiln_compiled *c, kiln_array *const *arg
                         "where the program runs (kiln_device_put it first)", i, d,
                         c->p.dev->info.name);
     }
-    if (c->p.donated[i])
-      for (int j = 0; j < i; j++)
-        if (args[j] == args[i])
-          return kcore_fail(KILN_ERR_ARGUMENT, "kiln_jit_call: donated argument leaf %d is also "
-                            "passed as leaf %d", i, j);
+    for (int j = 0; j < i; j++)
+      if (args[j] == args[i] && (c->p.donated[i] || c->p.donated[j]))
+        return kcore_fail(KILN_ERR_ARGUMENT, "kiln_jit_call: donated argument leaf %d is also "
+                          "passed as leaf %d", c->p.donated[j] ? j : i, c->p.donated[j] ? i : j);
   }
   return KILN_OK;
 }

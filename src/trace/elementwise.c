@@ -126,12 +126,17 @@ kiln_val *kiln_select_n(kiln_trace *t, kiln_val *which, int n, kiln_val *const *
   v[0] = which;
   memcpy(v + 1, cases, (size_t)n * sizeof *cases);
   if (ktr_promote_args(t, op, n, v + 1)) return NULL;
-  /* The selector broadcasts like the cases; its dtype stays. */
+  /* lax.select_n wants every case in the full shape (jnp.where broadcasts
+   * them); the selector may stay a scalar. */
   int rank;
   int64_t shape[KIR_MAX_RANK];
   if (ktr_broadcast_shape(op, n + 1, v, &rank, shape)) return ktr_fail(t, KILN_ERR_SHAPE);
-  for (int i = 0; i <= n; i++)
-    if (!(v[i] = ktr_to_rank(t, op, v[i], rank))) return NULL;
+  for (int i = 0; i <= n; i++) {
+    const kir_aval *a = ktr_aval(v[i]);
+    bool full = a->rank == rank && memcmp(a->shape, shape, (size_t)rank * sizeof *shape) == 0;
+    if (full || (i == 0 && a->rank == 0)) continue;
+    if (!(v[i] = kiln_broadcast_in_dim(t, v[i], rank, shape, NULL))) return NULL;
+  }
   return ktr_bind(t, op, KIR_PRIM_SELECT_N, NULL, n + 1, v, 1, NULL);
 }
 

@@ -1,12 +1,38 @@
 /* numpy-style broadcasting and JAX's promotion at the API level: the IR
  * receives explicit converts and rank-aligning broadcasts. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "trace/trace.h"
 
+/* Wraps an integer to the width of `to`, as convert_element_type does. */
+static kir_scalar ktr_wrap_int(uint64_t bits, kiln_dtype to) {
+  unsigned width = (unsigned)kiln_dtype_size(to) * 8;
+  if (width < 64) bits &= (UINT64_C(1) << width) - 1;
+  if (kiln_dtype_is_unsigned(to)) return kir_scalar_u(bits);
+  if (width < 64 && (bits >> (width - 1)) & 1) bits |= ~((UINT64_C(1) << width) - 1);
+  return kir_scalar_i((int64_t)bits);
+}
+
+/* Float to integer: truncation toward zero, saturating at the target's
+ * range, NaN to 0 (XLA:CPU's convert). */
+static kir_scalar ktr_float_to_int(double f, kiln_dtype to) {
+  unsigned w = (unsigned)kiln_dtype_size(to) * 8;
+  if (f != f) return ktr_wrap_int(0, to);
+  if (kiln_dtype_is_unsigned(to)) {
+    double hi = ldexp(1.0, (int)w); /* 2^w, exact */
+    return kir_scalar_u(f <= 0 ? 0 : f >= hi ? (w == 64 ? UINT64_MAX : (UINT64_C(1) << w) - 1)
+                                             : (uint64_t)f);
+  }
+  double lim = ldexp(1.0, (int)w - 1); /* 2^(w-1) */
+  int64_t max = w == 64 ? INT64_MAX : (INT64_C(1) << (w - 1)) - 1;
+  return kir_scalar_i(f <= -lim ? -max - 1 : f >= lim ? max : (int64_t)f);
+}
+
 /* A literal's value as the target dtype's scalar (JAX converts Python
- * scalars at trace time). */
-static kir_scalar ktr_literal_cast(kiln_dtype from, kir_scalar v, kiln_dtype to) {
+ * scalars at trace time). A weak integer must fit its new type (JAX raises
+ * OverflowError; kir_add_literal refuses it); a strong one wraps. */
+static kir_scalar ktr_literal_cast(kiln_dtype from, bool weak, kir_scalar v, kiln_dtype to) {
   double f;
   if (kiln_dtype_is_float(from))
     f = v.f;
@@ -16,9 +42,9 @@ static kir_scalar ktr_literal_cast(kiln_dtype from, kir_scalar v, kiln_dtype to)
     f = (double)v.i;
   if (kiln_dtype_is_float(to)) return kir_scalar_f(f);
   if (kiln_dtype_is_bool(to)) return kir_scalar_i(f != 0);
-  if (kiln_dtype_is_unsigned(to))
-    return kiln_dtype_is_unsigned(from) ? v : kir_scalar_u((uint64_t)(kiln_dtype_is_float(from) ? (int64_t)f : v.i));
-  return kiln_dtype_is_float(from) ? kir_scalar_i((int64_t)f) : v;
+  if (kiln_dtype_is_float(from)) return ktr_float_to_int(f, to);
+  if (weak) return kiln_dtype_is_unsigned(to) && !kiln_dtype_is_unsigned(from) ? kir_scalar_u((uint64_t)v.i) : v;
+  return ktr_wrap_int(kiln_dtype_is_unsigned(from) ? v.u : (uint64_t)v.i, to);
 }
 
 kiln_val *ktr_convert(kiln_trace *t, const char *op, kiln_val *x, kiln_dtype dtype, bool weak) {
@@ -27,9 +53,11 @@ kiln_val *ktr_convert(kiln_trace *t, const char *op, kiln_val *x, kiln_dtype dty
   if (a->dtype == dtype && a->weak == weak) return x;
   const kir_var *var = &x->trace->prog->vars[x->vid];
   if (var->kind == KIR_VAR_LITERAL && x->trace == t) {
-    kiln_val *lit = ktr_literal(t, dtype, weak, ktr_literal_cast(a->dtype, var->u.literal, dtype));
-    if (!lit) kcore_fail_wrap(t->status, "%s", op);
-    return lit;
+    kir_vid vid;
+    kiln_status st = kir_add_literal(t->prog, dtype, weak,
+                                     ktr_literal_cast(a->dtype, a->weak, var->u.literal, dtype), &vid);
+    if (st) return ktr_fail(t, kcore_fail_wrap(st, "%s", op));
+    return ktr_val(t, vid);
   }
   kir_params p;
   memset(&p, 0, sizeof p);

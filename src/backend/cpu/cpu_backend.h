@@ -9,6 +9,22 @@
 /* Buffers are aligned for the widest vector loads the C target emits. */
 #define KCPU_ALIGNMENT 64
 
+/* ==== thread pool (pool.c) ====
+ * Splits a range of work items across a fixed set of threads. */
+typedef struct kcpu_pool kcpu_pool;
+/* Works on items [begin, end); returns a status (the first failure wins). */
+typedef kiln_status (*kcpu_range_fn)(void *user, int64_t begin, int64_t end);
+/* n_threads counts the caller, which runs the first chunk itself. */
+kiln_status kcpu_pool_new(int n_threads, kcpu_pool **out);
+void kcpu_pool_free(kcpu_pool *p);
+int kcpu_pool_threads(const kcpu_pool *p);
+/* Runs fn over [begin, end) in one contiguous chunk per thread, inline when
+ * the range has fewer than 2 * min_chunk items; waits for every chunk. One
+ * call at a time per pool (concurrent callers take turns). */
+kiln_status kcpu_pool_parallel_for(kcpu_pool *p, int64_t begin, int64_t end, int64_t min_chunk,
+                                   kcpu_range_fn fn, void *user);
+/* ==== end of thread pool ==== */
+
 /* ==== host C compiler (cc_jit.c) ====
  * Compiles C sources with the system compiler into shared objects, returned
  * as bytes so that the kernel cache can keep them, and loads them. */
