@@ -3,6 +3,7 @@
  * Sub-programs are checked against operands with JAX's typematch (dtype
  * and shape, weak flags ignored). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -225,6 +226,204 @@ kiln_status kir_rule_host_callback(kir_prim prim, const kir_params *params, int 
   return KILN_OK;
 }
 
-/* ---- reference evaluators ---- */
+/* ---- reference evaluators ----
+ *
+ * Sub-programs run through kir_eval_program with the evaluation's env (the
+ * evaluators' ctx), reading the operands in place: loop inputs are views
+ * (consts as given, scan's x slices inside xs) and scan writes each y slice
+ * straight into its stacked result. A loop's carry lives in two buffer sets
+ * that swap roles after each iteration, one of them the equation's own
+ * outputs, so no per-iteration allocation or copy is needed. */
 
-void kir_control_evals(kir_eval_table *t) { (void)t; }
+/* cond: XLA's Conditional runs the last branch for an index out of range
+ * (lax.switch clamps before binding cond, so traced switches never get
+ * there). */
+static kiln_status eval_cond(const kir_eqn *e, const kir_buffer *in, kir_buffer *out, void *ctx) {
+  const kir_program_list *b = &e->params.cond.branches;
+  int32_t index;
+  memcpy(&index, in[0].data, sizeof index);
+  int k = index < 0 || index >= b->n ? b->n - 1 : index;
+  kiln_status st = kir_eval_program(ctx, b->v[k], in + 1, out);
+  return st ? kcore_fail_wrap(st, "branches[%d]", k) : KILN_OK;
+}
+
+/* The carry's second buffer set: one block shaped like `like`. */
+static kiln_status kir_carry_alloc(int n, const kir_buffer *like, kir_buffer *set, void **block) {
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += (like[i].nbytes + 15) & ~(size_t)15;
+  *block = malloc(total ? total : 1);
+  if (!*block) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "reference executor: out of host memory "
+                                 "for a loop carry of %zu bytes", total);
+  char *p = *block;
+  for (int i = 0; i < n; i++) {
+    set[i] = like[i];
+    set[i].data = p;
+    p += (like[i].nbytes + 15) & ~(size_t)15;
+  }
+  return KILN_OK;
+}
+
+static void kir_carry_copy(int n, const kir_buffer *from, kir_buffer *to) {
+  for (int i = 0; i < n; i++)
+    if (from[i].data != to[i].data && to[i].nbytes) memcpy(to[i].data, from[i].data, to[i].nbytes);
+}
+
+/* A loop's working memory: sub-program argument lists and the carry's
+ * spare buffer set, in one allocation (plus the spare's data block). */
+typedef struct kir_loop {
+  kir_buffer *args;  /* a sub-program's inputs */
+  kir_buffer *args2; /* a second list (while: cond's) */
+  kir_buffer *outs;  /* scan: the body's outputs */
+  kir_buffer *spare; /* the carry's second set */
+  void *spare_block;
+} kir_loop;
+
+static kiln_status kir_loop_init(kir_loop *L, int n_args, int n_args2, int n_outs, int n_carry) {
+  memset(L, 0, sizeof *L);
+  size_t n = (size_t)n_args + (size_t)n_args2 + (size_t)n_outs + (size_t)n_carry;
+  kir_buffer *all = calloc(n ? n : 1, sizeof *all);
+  if (!all) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "reference executor: out of host memory");
+  L->args = all;
+  L->args2 = L->args + n_args;
+  L->outs = L->args2 + n_args2;
+  L->spare = L->outs + n_outs;
+  return KILN_OK;
+}
+
+static void kir_loop_free(kir_loop *L) {
+  free(L->args);
+  free(L->spare_block);
+}
+
+/* Points sub's inputs args[at..at+n) at `from`, with the sub-program's
+ * avals (the operands' up to weak flags). */
+static void kir_bind(kir_buffer *args, const kir_program *sub, int at, int n,
+                     const kir_buffer *from) {
+  for (int i = 0; i < n; i++) {
+    args[at + i] = from[i];
+    args[at + i].aval = *kir_in_aval(sub, at + i);
+  }
+}
+
+static kiln_status eval_while(const kir_eqn *e, const kir_buffer *in, kir_buffer *out, void *ctx) {
+  const kir_p_while *p = &e->params.while_loop;
+  int nc = (int)p->cond_nconsts, nb = (int)p->body_nconsts, n = e->n_out;
+  const kir_buffer *carry_in = in + nc + nb;
+  kir_loop L;
+  kiln_status st = kir_loop_init(&L, nb + n, nc + n, 0, n);
+  if (st) return st;
+  kir_buffer *body_args = L.args, *cond_args = L.args2;
+  kir_bind(cond_args, p->cond_jaxpr, 0, nc, in);
+  kir_bind(body_args, p->body_jaxpr, 0, nb, in + nc);
+  /* The carry: read from `cur`, written to `next`; out is one of the sets. */
+  const kir_buffer *cur = carry_in;
+  kir_buffer *next = out;
+  int64_t it = 0;
+  for (;; it++) {
+    bool go = false;
+    kir_buffer pred = {*kir_out_aval(p->cond_jaxpr, 0), &go, sizeof go};
+    kir_bind(cond_args, p->cond_jaxpr, nc, n, cur);
+    st = kir_eval_program(ctx, p->cond_jaxpr, cond_args, &pred);
+    if (st) {
+      kcore_fail_wrap(st, "cond_jaxpr (iteration %lld)", (long long)it);
+      break;
+    }
+    if (!go) break;
+    if (next != out && !L.spare_block && (st = kir_carry_alloc(n, out, L.spare, &L.spare_block)))
+      break;
+    kir_bind(body_args, p->body_jaxpr, nb, n, cur);
+    st = kir_eval_program(ctx, p->body_jaxpr, body_args, next);
+    if (st) {
+      kcore_fail_wrap(st, "body_jaxpr (iteration %lld)", (long long)it);
+      break;
+    }
+    cur = next;
+    next = next == out ? L.spare : out;
+  }
+  if (!st) kir_carry_copy(n, cur, out);
+  kir_loop_free(&L);
+  return st;
+}
+
+/* A view of slice t (along the leading axis) of a stacked buffer. */
+static void kir_slice_view(kir_buffer *view, const kir_aval *slice, const kir_buffer *stacked,
+                           int64_t t) {
+  size_t nbytes = (size_t)kir_aval_size(slice) * kiln_dtype_size(slice->dtype);
+  view->aval = *slice;
+  view->data = (char *)stacked->data + (size_t)t * nbytes;
+  view->nbytes = nbytes;
+}
+
+static kiln_status eval_scan(const kir_eqn *e, const kir_buffer *in, kir_buffer *out, void *ctx) {
+  const kir_p_scan *p = &e->params.scan;
+  const kir_program *body = p->jaxpr;
+  int nc = (int)p->num_consts, n = (int)p->num_carry;
+  int nx = e->n_in - nc - n, ny = e->n_out - n;
+  kir_loop L;
+  kiln_status st = kir_loop_init(&L, e->n_in, 0, e->n_out, n);
+  if (st) return st;
+  kir_bind(L.args, body, 0, nc, in);
+  /* Land the last iteration's carry in `out`: start there on an odd length. */
+  const kir_buffer *cur = in + nc;
+  kir_buffer *next = out;
+  if (p->length >= 2 && n > 0) {
+    st = kir_carry_alloc(n, out, L.spare, &L.spare_block);
+    if (p->length % 2 == 0) next = L.spare;
+  }
+  for (int64_t i = 0; i < p->length && !st; i++) {
+    int64_t t = p->reverse ? p->length - 1 - i : i;
+    for (int j = 0; j < nx; j++)
+      kir_slice_view(&L.args[nc + n + j], kir_in_aval(body, nc + n + j), &in[nc + n + j], t);
+    for (int j = 0; j < ny; j++)
+      kir_slice_view(&L.outs[n + j], kir_out_aval(body, n + j), &out[n + j], t);
+    kir_bind(L.args, body, nc, n, cur);
+    for (int j = 0; j < n; j++) L.outs[j] = next[j];
+    st = kir_eval_program(ctx, body, L.args, L.outs);
+    if (st) {
+      kcore_fail_wrap(st, "jaxpr (iteration %lld)", (long long)i);
+      break;
+    }
+    cur = next;
+    next = next == out ? L.spare : out;
+  }
+  if (!st) kir_carry_copy(n, cur, out);
+  kir_loop_free(&L);
+  return st;
+}
+
+/* One formatted line per run: to env->print, or to stderr. */
+static kiln_status eval_debug_print(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                    void *ctx) {
+  (void)out;
+  const kir_eval_env *env = ctx;
+  char *text = NULL;
+  kiln_status st = kir_debug_format(e->params.debug_print.fmt, e->n_in, in, &text);
+  if (st) return st;
+  if (env->print) {
+    env->print(env->print_user, text);
+  } else if (fprintf(stderr, "%s\n", text) < 0) {
+    st = kcore_fail(KILN_ERR_IO, "debug_print: cannot write to stderr");
+  }
+  free(text);
+  return st;
+}
+
+/* The env resolves the callback id; its failure (status and message) is
+ * passed on as it is. */
+static kiln_status eval_host_callback(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                      void *ctx) {
+  const kir_eval_env *env = ctx;
+  if (!env->host_call)
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "host_callback: no host callbacks in this evaluation "
+                      "(callback %lld)", (long long)e->params.host_callback.callback);
+  return env->host_call(env->host_user, e->params.host_callback.callback, e->n_in, in, e->n_out,
+                        out);
+}
+
+void kir_control_evals(kir_eval_table *t) {
+  t->fn[KIR_PRIM_COND] = eval_cond;
+  t->fn[KIR_PRIM_WHILE] = eval_while;
+  t->fn[KIR_PRIM_SCAN] = eval_scan;
+  t->fn[KIR_PRIM_DEBUG_PRINT] = eval_debug_print;
+  t->fn[KIR_PRIM_HOST_CALLBACK] = eval_host_callback;
+}

@@ -90,7 +90,8 @@ static kiln_status kir_eval_eqn(const kir_eval_env *env, const kir_program *p, i
   const kir_eqn *e = &p->eqns[i];
   kir_eval_fn fn = env->table->fn[e->prim];
   if (!fn)
-    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "reference executor: no evaluator for %s",
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                      "equation %d (%s): the reference executor has no evaluator for it", i,
                       kir_prim_name(e->prim));
   kir_buffer small_in[8], small_out[4];
   kir_buffer *in = e->n_in <= 8 ? small_in : malloc((size_t)e->n_in * sizeof *in);
@@ -125,8 +126,28 @@ static void kir_write_outputs(const kir_program *p, const kir_slot *slots, kir_b
     }
 }
 
+/* The caller's buffers must be what the program declares: evaluators trust
+ * the declared types. */
+static kiln_status kir_check_buffers(const kir_program *p, int n, const kir_vid *vids,
+                                     const kir_buffer *b, const char *what) {
+  for (int i = 0; i < n; i++) {
+    const kir_aval *a = kir_var_aval(p, vids[i]);
+    if (kir_aval_typematch(a, &b[i].aval) && b[i].nbytes == kir_nbytes(a) &&
+        (b[i].data || b[i].nbytes == 0))
+      continue;
+    char want[KIR_AVAL_STR_CAP], got[KIR_AVAL_STR_CAP];
+    return kcore_fail(KILN_ERR_ARGUMENT, "reference executor: %s %d is %s (%zu bytes%s), the "
+                      "program declares %s", what, i, kir_aval_str(&b[i].aval, got, sizeof got),
+                      b[i].nbytes, b[i].data ? "" : ", no data", kir_aval_str(a, want, sizeof want));
+  }
+  return KILN_OK;
+}
+
 kiln_status kir_eval_program(const kir_eval_env *env, const kir_program *p, const kir_buffer *in,
                              kir_buffer *out) {
+  kiln_status st = kir_check_buffers(p, p->n_invars, p->invars, in, "input");
+  if (!st) st = kir_check_buffers(p, p->n_outvars, p->outvars, out, "output");
+  if (st) return st;
   kir_slot *slots = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *slots);
   if (!slots) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "reference executor: out of memory");
   for (int v = 0; v < p->n_vars; v++) slots[v].last_use = -1;
@@ -134,7 +155,6 @@ kiln_status kir_eval_program(const kir_eval_env *env, const kir_program *p, cons
     for (int k = 0; k < p->eqns[i].n_in; k++) slots[p->eqns[i].in[k]].last_use = i;
   /* Program outputs stay alive to the end. */
   for (int i = 0; i < p->n_outvars; i++) slots[p->outvars[i]].last_use = p->n_eqns;
-  kiln_status st = KILN_OK;
   for (int i = 0; i < p->n_invars; i++) slots[p->invars[i]].buf = in[i];
   for (int v = 0; v < p->n_vars && !st; v++) {
     kir_var_kind k = p->vars[v].kind;

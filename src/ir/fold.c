@@ -159,8 +159,10 @@ static kiln_status kir_fold_program(kir_program *p, const kir_eval_table *t, siz
     kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, kir_fold_visit, &sub);
     *folded += sub.folded;
     st = sub.st;
-    if (st != KILN_OK || !t->fn[e->prim] || kir_eqn_has_effect(e) || !kir_operands_known(p, e) ||
-        !kir_results_foldable(p, e, max_bytes))
+    /* A while loop's trip count is unbounded: like XLA, never run one at
+     * compile time (its body is still folded above). */
+    if (st != KILN_OK || !t->fn[e->prim] || e->prim == KIR_PRIM_WHILE || kir_eqn_has_effect(e) ||
+        !kir_operands_known(p, e) || !kir_results_foldable(p, e, max_bytes))
       continue;
     st = kir_fold_eqn(p, i, t);
     if (st != KILN_OK)

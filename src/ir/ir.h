@@ -715,6 +715,12 @@ double kir_round_to_dtype(kiln_dtype dtype, double v);
  * their outputs' eqn indices right; dropped outputs get eqn -1. */
 void kir_remove_eqns(kir_program *p, const bool *drop);
 
+/* debug_print's text (debug_format.c): fmt formatted over the n values as
+ * jax.debug.print shows them, in a malloc'd string without the final
+ * newline. A malformed or unsupported format is KILN_ERR_ARGUMENT or
+ * KILN_ERR_UNIMPLEMENTED naming debug_print. */
+kiln_status kir_debug_format(const char *fmt, int n, const kir_buffer *values, char **out);
+
 /* ---- helpers for the rules (rules.c) ---- */
 
 /* dtype classes, as lax's accepted-dtype sets */

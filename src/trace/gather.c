@@ -1,6 +1,7 @@
 /* Public gather and scatter forms: take (embedding lookup), take_along_axis,
- * one_hot, and scatter_add (x.at[idx].add(u)). Like JAX's indexing, a gather
- * clamps out-of-range indices and a scatter drops them. */
+ * one_hot, and scatter_add (x.at[idx].add(u)). Like JAX's indexing, negative
+ * indices count from the end, then a gather clamps indices still out of
+ * range and a scatter drops them. */
 #include <string.h>
 #include "trace/trace.h"
 
@@ -10,6 +11,14 @@ static bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx) {
   ktr_failf(t, KILN_ERR_DTYPE, "%s: indices must be integers, got %s", op,
             kir_aval_str(ktr_aval(idx), ty, sizeof ty));
   return false;
+}
+
+/* jnp's index normalisation: idx < 0 becomes idx + dim (signed types). */
+static kiln_val *ktr_wrap_negative(kiln_trace *t, kiln_val *idx, int64_t dim) {
+  kiln_dtype d = ktr_aval(idx)->dtype;
+  if (!kiln_dtype_is_signed(d)) return idx;
+  kiln_val *neg = kiln_lt(t, idx, kiln_scalar(t, d, 0));
+  return kiln_where(t, neg, kiln_add(t, idx, kiln_scalar(t, d, (double)dim)), idx);
 }
 
 /* indices with a trailing index-vector dimension of size 1. */
@@ -33,7 +42,7 @@ kiln_val *kiln_take(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis) {
   if (ktr_axis(op, axis, xa->rank, &a)) return ktr_fail(t, KILN_ERR_OUT_OF_RANGE);
   if (xa->rank - 1 + ir > KIR_MAX_RANK)
     return ktr_failf(t, KILN_ERR_SHAPE, "%s: the result would have rank %d", op, xa->rank - 1 + ir);
-  if (!(v[1] = ktr_index_vector(t, op, indices))) return NULL;
+  if (!(v[1] = ktr_index_vector(t, op, ktr_wrap_negative(t, indices, xa->shape[a])))) return NULL;
   kir_params p;
   memset(&p, 0, sizeof p);
   kir_gather_dims *g = &p.gather.dimension_numbers;
@@ -61,7 +70,7 @@ kiln_val *kiln_take_along_axis(kiln_trace *t, kiln_val *x, kiln_val *indices, in
   if (!fits)
     return ktr_failf(t, KILN_ERR_SHAPE, "%s: indices %s must match x %s off axis %d", op,
                      kir_aval_str(ia, ti, sizeof ti), kir_aval_str(xa, tx, sizeof tx), a);
-  if (!(v[1] = ktr_index_vector(t, op, indices))) return NULL;
+  if (!(v[1] = ktr_index_vector(t, op, ktr_wrap_negative(t, indices, xa->shape[a])))) return NULL;
   kir_params p;
   memset(&p, 0, sizeof p);
   kir_gather_dims *g = &p.gather.dimension_numbers;
@@ -98,7 +107,7 @@ kiln_val *kiln_scatter_add(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_v
   const kir_aval *xa = ktr_aval(x);
   int ir = ktr_aval(indices)->rank, a;
   if (ktr_axis(op, axis, xa->rank, &a)) return ktr_fail(t, KILN_ERR_OUT_OF_RANGE);
-  if (!(v[1] = ktr_index_vector(t, op, indices))) return NULL;
+  if (!(v[1] = ktr_index_vector(t, op, ktr_wrap_negative(t, indices, xa->shape[a])))) return NULL;
   if (!(v[2] = ktr_convert(t, op, updates, xa->dtype, xa->weak))) return NULL;
   kir_params p;
   memset(&p, 0, sizeof p);

@@ -1,0 +1,72 @@
+/* Reduction building blocks for generated kernels; pasted after the prelude
+ * (kernels/prelude.h), whose combine functions (kiln_add_f32, kiln_max_i32,
+ * ...) they take as COMBINE. A kernel instantiates what it uses, e.g.
+ *
+ *   KILN_DEFINE_WARP_REDUCE(sum_f32, float, kiln_add_f32)
+ *   KILN_DEFINE_BLOCK_REDUCE(sum_f32, float, 0.0f)
+ *
+ * CUDA: the warp reduction is a butterfly over __shfl_xor_sync, so every lane
+ * ends with the result; the block reduction reduces each warp, meets in 32
+ * shared slots and reduces those again in every warp, so every thread ends
+ * with the result without a broadcast. Both must be reached by every lane
+ * (every thread of the block) with the same control flow.
+ *
+ * Host C: element loops keep KILN_LANES independent accumulators, which the
+ * compiler vectorizes (one chain would need reassociation, which it may not
+ * do on floats); kiln_lanes_<name> folds them as a balanced tree. */
+#ifndef KILN_KERNELS_REDUCE_H
+#define KILN_KERNELS_REDUCE_H
+
+#define KILN_LANES 8
+
+#define KILN_DEFINE_LANES_REDUCE(NAME, T, COMBINE)                                 \
+  KILN_FN T kiln_lanes_##NAME(const T *a) {                                        \
+    return COMBINE(COMBINE(COMBINE(a[0], a[1]), COMBINE(a[2], a[3])),              \
+                   COMBINE(COMBINE(a[4], a[5]), COMBINE(a[6], a[7])));             \
+  }
+
+#ifdef KILN_CUDA
+#define KILN_FULL_MASK 0xffffffffu
+
+/* __shfl_xor_sync moves 32- and 64-bit words; narrower types ride in an int. */
+KILN_FN float kiln_shfl_xor(float v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN double kiln_shfl_xor(double v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN kiln_i32 kiln_shfl_xor(kiln_i32 v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN kiln_u32 kiln_shfl_xor(kiln_u32 v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN kiln_i64 kiln_shfl_xor(kiln_i64 v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN kiln_u64 kiln_shfl_xor(kiln_u64 v, int m) { return __shfl_xor_sync(KILN_FULL_MASK, v, m); }
+KILN_FN kiln_i8 kiln_shfl_xor(kiln_i8 v, int m) {
+  return (kiln_i8)__shfl_xor_sync(KILN_FULL_MASK, (int)v, m);
+}
+KILN_FN kiln_i16 kiln_shfl_xor(kiln_i16 v, int m) {
+  return (kiln_i16)__shfl_xor_sync(KILN_FULL_MASK, (int)v, m);
+}
+KILN_FN kiln_u8 kiln_shfl_xor(kiln_u8 v, int m) {
+  return (kiln_u8)__shfl_xor_sync(KILN_FULL_MASK, (int)v, m);
+}
+KILN_FN kiln_u16 kiln_shfl_xor(kiln_u16 v, int m) {
+  return (kiln_u16)__shfl_xor_sync(KILN_FULL_MASK, (int)v, m);
+}
+
+#define KILN_DEFINE_WARP_REDUCE(NAME, T, COMBINE)                                  \
+  KILN_FN T kiln_warp_##NAME(T v) {                                                \
+    _Pragma("unroll") for (int o = 16; o > 0; o >>= 1) v = COMBINE(v, kiln_shfl_xor(v, o)); \
+    return v;                                                                      \
+  }
+
+/* blockDim.x must be a multiple of 32; `scratch` is __shared__ T[32]. The
+ * first barrier keeps a warp from overwriting a slot that a slower warp is
+ * still reading from the previous call. */
+#define KILN_DEFINE_BLOCK_REDUCE(NAME, T, IDENTITY)                                \
+  KILN_FN T kiln_block_##NAME(T v, T *scratch) {                                   \
+    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;              \
+    v = kiln_warp_##NAME(v);                                                       \
+    __syncthreads();                                                               \
+    if (lane == 0) scratch[warp] = v;                                              \
+    __syncthreads();                                                               \
+    v = lane < (blockDim.x >> 5) ? scratch[lane] : (T)(IDENTITY);                  \
+    return kiln_warp_##NAME(v);                                                    \
+  }
+#endif
+
+#endif

@@ -1,0 +1,145 @@
+/* Reduction loops shared by the skeletons: accumulators, sequential loops
+ * over the reduced dimensions (with independent lanes where the compiler can
+ * vectorize them), and the loops over one row of a ROW kernel. */
+#include <stdlib.h>
+#include "codegen/codegen.h"
+
+void kcg_reducers(kcg_ctx *c, const int *eqns, int n, kcg_reducer *r) {
+  for (int k = 0; k < n; k++) {
+    const kir_eqn *e = &c->p->eqns[eqns[k]];
+    r[k] = kcg_reducer_of(c, e->prim, kir_var_aval(c->p, e->in[0])->dtype);
+  }
+}
+
+void kcg_acc_declare(kcg_ctx *c, int scope, const kcg_reducer *r, int n, bool lanes,
+                     const char **acc) {
+  for (int k = 0; k < n; k++) {
+    acc[k] = kcg_fresh(c, "acc");
+    if (lanes) {
+      const char *init = r[k].identity;
+      for (int l = 1; l < KCG_LANES; l++) init = kcg_strf(c, "%s, %s", init, r[k].identity);
+      kcg_line(c, scope, "%s %s[KILN_LANES] = {%s};", r[k].ctype, acc[k], init);
+      kcg_helper(c, kcg_strf(c, "KILN_DEFINE_LANES_REDUCE(%s, %s, %s)", r[k].name, r[k].ctype,
+                             r[k].combine));
+      c->uses_reduce_h = true;
+    } else {
+      kcg_line(c, scope, "%s %s = %s;", r[k].ctype, acc[k], r[k].identity);
+    }
+  }
+}
+
+void kcg_accumulate(kcg_ctx *c, const int *eqns, int n, const int *oix, const kcg_reducer *r,
+                    const char *const *acc, const char *sub) {
+  for (int k = 0; k < n; k++) {
+    kcg_term x = kcg_value(c, c->p->eqns[eqns[k]].in[0], oix[k]);
+    if (c->st != KILN_OK) return;
+    kcg_line(c, c->cur, "%s%s = %s(%s%s, %s);", acc[k], sub, r[k].combine, acc[k], sub, x.expr);
+  }
+}
+
+kcg_term kcg_acc_result(kcg_ctx *c, int scope, const kcg_reducer *r, const char *expr) {
+  const char *name = kcg_fresh(c, "res");
+  kcg_line(c, scope, "const %s %s = %s;", r->ctype, name, expr);
+  return kcg_term_make(name, scope);
+}
+
+/* The operand indices of every reduction of the set, at the reduced
+ * coordinates rc. */
+static void kcg_operand_indices(kcg_ctx *c, const int *eqns, int n, int ix, const kcg_term *rc,
+                                int *oix) {
+  for (int k = 0; k < n; k++)
+    oix[k] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[k]], ix, rc, NULL);
+}
+
+void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out, bool lanes) {
+  const kir_eqn *e = &c->p->eqns[eqns[0]];
+  const kir_aval *a = kir_var_aval(c->p, e->in[0]);
+  int axes[KIR_MAX_RANK], oix[KCG_MAX_SET], loops[KIR_MAX_RANK + 1], nl = 0;
+  int64_t count;
+  int m = kcg_reduce_axes(c, e, axes, &count);
+  kcg_reducer r[KCG_MAX_SET];
+  const char *acc[KCG_MAX_SET];
+  kcg_term rc[KIR_MAX_RANK];
+  int64_t inner = a->shape[axes[m - 1]];
+  lanes = lanes && axes[m - 1] == a->rank - 1 && inner >= 2 * KCG_LANES;
+  int scope = kcg_index_scope(c, ix);
+  kcg_reducers(c, eqns, n, r);
+  kcg_acc_declare(c, scope, r, n, lanes, acc);
+  /* One loop per reduced dimension, outermost first. */
+  int parent = scope;
+  for (int k = 0; k < m - 1; k++) {
+    const char *v = kcg_fresh(c, "r");
+    parent = loops[nl++] = kcg_scope_open(
+        c, parent,
+        kcg_strf(c, "for (%s %s = 0; %s < %lld; ++%s) {", c->idx_type, v, v,
+                 (long long)a->shape[axes[k]], v),
+        "}");
+    rc[k] = kcg_term_make(v, parent);
+  }
+  const char *v = kcg_fresh(c, "r");
+  int64_t main = lanes ? inner - inner % KCG_LANES : inner;
+  if (lanes) {
+    const char *vb = kcg_fresh(c, "rb"), *l = kcg_fresh(c, "l");
+    int s = kcg_scope_open(
+        c, parent,
+        kcg_strf(c,
+                 "for (%s %s = 0; %s < %lld; %s += KILN_LANES) {\n"
+                 "  for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "    const %s %s = %s + %s;",
+                 c->idx_type, vb, vb, (long long)main, vb, l, l, l, c->idx_type, v, vb, l),
+        "  }\n}");
+    c->scopes[s].indent++;
+    rc[m - 1] = kcg_term_make(v, s);
+    kcg_operand_indices(c, eqns, n, ix, rc, oix);
+    kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", l));
+    kcg_scope_close(c, s);
+    v = kcg_fresh(c, "r");
+  }
+  if (main < inner || !lanes) {
+    int s = kcg_scope_open(c, parent,
+                           kcg_strf(c, "for (%s %s = %lld; %s < %lld; ++%s) {", c->idx_type, v,
+                                    (long long)(lanes ? main : 0), v, (long long)inner, v),
+                           "}");
+    rc[m - 1] = kcg_term_make(v, s);
+    kcg_operand_indices(c, eqns, n, ix, rc, oix);
+    kcg_accumulate(c, eqns, n, oix, r, acc, lanes ? "[0]" : "");
+    kcg_scope_close(c, s);
+  }
+  while (nl > 0) kcg_scope_close(c, loops[--nl]);
+  for (int k = 0; k < n; k++)
+    out[k] = kcg_acc_result(
+        c, scope, &r[k], lanes ? kcg_strf(c, "kiln_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);
+}
+
+/* ---- loops over one row ---- */
+
+int kcg_row_loop_open(kcg_ctx *c, int row_scope, int row_ix, kcg_term rowbase,
+                      const char *header, const char *j, const char *slot, int64_t slots) {
+  int s = kcg_scope_open(c, row_scope, header, "}");
+  if (!kcg_grow_table(c, (void **)&c->row_loops, &c->cap_row_loops, c->n_row_loops + 1,
+                      sizeof(kcg_row_loop)))
+    return s;
+  int rank, nc;
+  int64_t shape[KIR_MAX_RANK];
+  kcg_row_shape(c, &rank, shape);
+  kcg_term coords[KIR_MAX_RANK], jt = kcg_term_make(j, s);
+  const kcg_term *rc = kcg_index_coords(c, row_ix);
+  for (nc = 0; nc < rank - 1; nc++) coords[nc] = rc[nc];
+  coords[rank - 1] = jt;
+  kcg_term lin = strcmp(rowbase.expr, "0") == 0
+                     ? jt
+                     : kcg_term_make(kcg_strf(c, "(%s + %s)", rowbase.expr, j), s);
+  kcg_row_loop *l = &c->row_loops[c->n_row_loops];
+  l->index = kcg_index_get(c, rank, shape, &lin, coords);
+  l->slot = slot;
+  l->slot_scope = s;
+  l->row_scope = row_scope;
+  l->slots = slots;
+  c->scopes[s].row_loop = c->n_row_loops++;
+  return s;
+}
+
+int kcg_row_loop_index(const kcg_ctx *c, int loop_scope) {
+  int rl = c->scopes[loop_scope].row_loop;
+  return rl >= 0 ? c->row_loops[rl].index : 0; /* -1 only after a failure */
+}

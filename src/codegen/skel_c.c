@@ -1,0 +1,178 @@
+/* The C target's skeleton: one loop over the work items [begin, end) this
+ * call covers (the runtime splits the range across threads), restrict
+ * pointers, and plain inner loops the host compiler can vectorize;
+ * reductions over a contiguous last axis keep KILN_LANES accumulators.
+ * Kernels run with denormals flushed, as XLA:CPU does (kernels/prelude.h). */
+#include <stdlib.h>
+#include "codegen/codegen.h"
+
+/* Row values kept between passes take at most this much stack per row;
+ * beyond it they are recomputed. */
+#define KCG_C_ROW_CACHE_BYTES (128.0 * 1024.0)
+
+typedef struct kcg_c_row {
+  int scope;        /* one row's scope */
+  int ix;           /* the row's index over the leading dimensions */
+  kcg_term rowbase; /* linear index of the row's first element */
+  int64_t length;
+  bool cache;
+} kcg_c_row;
+
+static void kcg_c_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
+  kcg_reduce_nested(c, eqns, n, ix, out, true);
+}
+
+/* The linear index of the first element of the row at ix (of the leading
+ * dimensions). */
+static kcg_term kcg_c_rowbase(kcg_ctx *c, const kcg_c_row *row, int ix) {
+  if (ix == row->ix) return row->rowbase;
+  kcg_term lin = kcg_index_lin(c, ix);
+  if (strcmp(lin.expr, "0") == 0) return lin;
+  return kcg_term_make(kcg_strf(c, "(%s * %lld)", lin.expr, (long long)row->length), lin.scope);
+}
+
+static int kcg_c_row_loop(kcg_ctx *c, const kcg_c_row *row, int parent, int ix, kcg_term base,
+                          int64_t from, int64_t to) {
+  const char *j = kcg_fresh(c, "j");
+  return kcg_row_loop_open(
+      c, parent, ix, base,
+      kcg_strf(c, "for (kiln_i64 %s = %lld; %s < %lld; ++%s) {", j, (long long)from, j,
+               (long long)to, j),
+      j, row->cache ? j : NULL, row->length);
+}
+
+/* A pass over the row: KILN_LANES accumulators over the bulk of it, one for
+ * the rest. */
+static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
+  kcg_c_row *row = c->skel;
+  int64_t len = row->length, main = len >= 2 * KCG_LANES ? len - len % KCG_LANES : 0;
+  int scope = kcg_index_scope(c, ix), oix[KCG_MAX_SET];
+  kcg_reducer r[KCG_MAX_SET];
+  const char *acc[KCG_MAX_SET];
+  kcg_term base = kcg_c_rowbase(c, row, ix);
+  int saved_pass = c->pass;
+  c->pass = c->next_name++;
+  kcg_reducers(c, eqns, n, r);
+  kcg_acc_declare(c, scope, r, n, main > 0, acc);
+  if (main > 0) {
+    const char *jb = kcg_fresh(c, "jb"), *l = kcg_fresh(c, "l"), *j = kcg_fresh(c, "j");
+    int s = kcg_row_loop_open(
+        c, scope, ix, base,
+        kcg_strf(c,
+                 "for (kiln_i64 %s = 0; %s < %lld; %s += KILN_LANES) {\n"
+                 "  for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "    const kiln_i64 %s = %s + %s;",
+                 jb, jb, (long long)main, jb, l, l, l, j, jb, l),
+        j, row->cache ? j : NULL, len);
+    c->scopes[s].indent++;
+    free(c->scopes[s].footer);
+    c->scopes[s].footer = kcore_strdup("  }\n}");
+    for (int k = 0; k < n; k++) oix[k] = kcg_row_loop_index(c, s);
+    kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", l));
+    kcg_scope_close(c, s);
+  }
+  if (main < len) {
+    int s = kcg_c_row_loop(c, row, scope, ix, base, main, len);
+    for (int k = 0; k < n; k++) oix[k] = kcg_row_loop_index(c, s);
+    kcg_accumulate(c, eqns, n, oix, r, acc, main > 0 ? "[0]" : "");
+    kcg_scope_close(c, s);
+  }
+  kcg_row_pass_end(c);
+  c->pass = saved_pass;
+  for (int k = 0; k < n; k++)
+    out[k] = kcg_acc_result(
+        c, scope, &r[k], main > 0 ? kcg_strf(c, "kiln_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);
+}
+
+/* One element of every output per item. */
+static void kcg_c_items(kcg_ctx *c) {
+  int s = kcg_scope_open(c, 0, "for (kiln_i64 i = begin; i < end; ++i) {", "}");
+  kcg_term it = kcg_term_make("i", s);
+  for (int k = 0; k < c->g->n_out; k++) {
+    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
+    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
+  }
+  kcg_scope_close(c, s);
+}
+
+/* Row values several passes read stay in stack arrays of one row. */
+static bool kcg_c_row_cache_fits(const kcg_ctx *c, int64_t length) {
+  int n = 0;
+  for (int v = 0; v < c->p->n_vars; v++) n += c->cacheable[v];
+  return length > 0 && (double)n * (double)length * 8.0 <= KCG_C_ROW_CACHE_BYTES;
+}
+
+static void kcg_c_rows(kcg_ctx *c, kcg_c_row *row) {
+  int rank;
+  int64_t shape[KIR_MAX_RANK];
+  kcg_row_shape(c, &rank, shape);
+  row->length = shape[rank - 1];
+  row->cache = kcg_c_row_cache_fits(c, row->length);
+  row->scope = kcg_scope_open(c, 0, "for (kiln_i64 row = begin; row < end; ++row) {", "}");
+  kcg_term r = kcg_term_make("row", row->scope);
+  row->ix = kcg_index_get(c, rank - 1, shape, &r, NULL);
+  kcg_index_coords(c, row->ix);
+  kcg_term lin = kcg_index_lin(c, row->ix);
+  if (strcmp(lin.expr, "0") == 0) {
+    row->rowbase = lin;
+  } else {
+    kcg_line(c, row->scope, "const kiln_i64 rowbase = %s * %lld;", lin.expr, (long long)row->length);
+    row->rowbase = kcg_term_make("rowbase", row->scope);
+  }
+  c->skel = row;
+  /* Reductions first, in pass order, so that the values they keep are kept
+   * before any later loop reads them. */
+  for (int s = 0; s < c->n_sets; s++) kcg_value(c, c->p->eqns[c->set_eqns[c->set_start[s]]].out[0], row->ix);
+  kir_aval rowav = kir_aval_make(KILN_F32, rank, shape, false);
+  bool any_row_out = false;
+  for (int k = 0; k < c->g->n_out; k++) {
+    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
+    if (kir_aval_same_shape(a, &rowav)) {
+      any_row_out = true;
+      continue;
+    }
+    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &r, NULL));
+  }
+  if (any_row_out) {
+    int saved_pass = c->pass;
+    c->pass = c->next_name++;
+    int s = kcg_c_row_loop(c, row, row->scope, row->ix, row->rowbase, 0, row->length);
+    for (int k = 0; k < c->g->n_out; k++)
+      if (kir_aval_same_shape(kir_var_aval(c->p, c->g->out[k]), &rowav))
+        kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_row_loop_index(c, s));
+    kcg_scope_close(c, s);
+    kcg_row_pass_end(c);
+    c->pass = saved_pass;
+  }
+  kcg_scope_close(c, row->scope);
+}
+
+kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
+  kcg_c_row row;
+  memset(&row, 0, sizeof row);
+  c->idx_type = "kiln_i64";
+  c->reduce = c->g->kind == KFUSE_ROW ? kcg_c_row_reduce : kcg_c_reduce;
+  if (c->g->kind == KFUSE_ROW)
+    kcg_c_rows(c, &row);
+  else
+    kcg_c_items(c);
+  c->skel = NULL;
+  if (c->st != KILN_OK) return c->st;
+  int rank;
+  int64_t shape[KIR_MAX_RANK];
+  out->n_items = kcg_items(c);
+  if (c->g->kind == KFUSE_ROW) {
+    kcg_row_shape(c, &rank, shape);
+    out->row_length = shape[rank - 1];
+  }
+  out->block_threads = 1;
+  out->items_per_block = 1;
+  kcg_buf_add(&out->text, "{\n");
+  kcg_declare_args(c, &out->text);
+  kcg_buf_add(&out->text, "  const kiln_fpmode fpmode = kiln_flush_denormals();\n");
+  if (c->scopes[0].text.s) kcg_buf_add(&out->text, c->scopes[0].text.s);
+  kcg_buf_add(&out->text, "  kiln_restore_fpmode(fpmode);\n}\n");
+  if (out->text.oom || c->scopes[0].text.oom)
+    return kcg_fail(c, KILN_ERR_OUT_OF_MEMORY, "kcg_emit: out of host memory");
+  return KILN_OK;
+}

@@ -1,0 +1,197 @@
+/* The memory planner: a place for every var, slots for the values that
+ * cross group boundaries (shared when their lives do not overlap, greedy by
+ * size, best fit), one aligned arena for the slots, and the donated inputs
+ * whose buffers program outputs may take. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse/fuse.h"
+
+typedef struct kfuse_life {
+  kir_vid var;
+  size_t bytes;
+  int start, end; /* group positions, both included */
+  int next;       /* the next life in the same slot, or -1 */
+} kfuse_life;
+
+typedef struct kfuse_mem {
+  const kir_program *p;
+  kfuse_plan *plan;
+  int *group_of;     /* per equation: its group's position */
+  int *last_read;    /* per var: the position of the last group reading it, or -1 */
+  bool *written;     /* per var: in some group's out */
+  kfuse_life *lives; /* one per SLOT value */
+  int n_lives;
+  int *slot_head; /* per slot: its first life */
+} kfuse_mem;
+
+static kiln_status kfuse_oom(void) {
+  return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kfuse_plan_build: out of memory (memory plan)");
+}
+
+/* Places of inputs, constants, outputs; SLOT (index -1 for now) for the
+ * other written values. */
+static void kfuse_assign_homes(kfuse_mem *m) {
+  const kir_program *p = m->p;
+  kfuse_place *pl = m->plan->places;
+  for (kir_vid v = 0; v < p->n_vars; v++) {
+    kir_var_kind k = p->vars[v].kind;
+    if (k == KIR_VAR_CONSTVAR || k == KIR_VAR_LITERAL)
+      pl[v] = (kfuse_place){KFUSE_HOME_CONST, v};
+    else if (k == KIR_VAR_EQN && m->written[v])
+      pl[v] = (kfuse_place){KFUSE_HOME_SLOT, -1};
+    else
+      pl[v] = (kfuse_place){KFUSE_HOME_NONE, 0};
+  }
+  for (int i = 0; i < p->n_invars; i++) pl[p->invars[i]] = (kfuse_place){KFUSE_HOME_INPUT, i};
+  for (int k = p->n_outvars - 1; k >= 0; k--) { /* the first position wins */
+    kir_vid v = p->outvars[k];
+    if (p->vars[v].kind == KIR_VAR_EQN) pl[v] = (kfuse_place){KFUSE_HOME_OUTPUT, k};
+  }
+}
+
+static void kfuse_find_last_reads(kfuse_mem *m) {
+  const kir_program *p = m->p;
+  for (kir_vid v = 0; v < p->n_vars; v++) m->last_read[v] = -1;
+  for (int i = 0; i < p->n_eqns; i++)
+    for (int k = 0; k < p->eqns[i].n_in; k++) {
+      kir_vid v = p->eqns[i].in[k];
+      if (m->group_of[i] > m->last_read[v]) m->last_read[v] = m->group_of[i];
+    }
+}
+
+/* Lives of the SLOT values: from the producing group to the last reader. */
+static kiln_status kfuse_collect_lives(kfuse_mem *m) {
+  const kir_program *p = m->p;
+  m->lives = malloc(((size_t)p->n_vars + 1) * sizeof *m->lives);
+  if (!m->lives) return kfuse_oom();
+  for (kir_vid v = 0; v < p->n_vars; v++) {
+    if (m->plan->places[v].home != KFUSE_HOME_SLOT) continue;
+    const kir_aval *a = kir_var_aval(p, v);
+    kfuse_life *l = &m->lives[m->n_lives++];
+    int64_t elements;
+    kiln_status st =
+        kcore_shape_bytes("kfuse_plan_build", a->dtype, a->rank, a->shape, &elements, &l->bytes);
+    if (st != KILN_OK) return st;
+    l->var = v;
+    l->start = m->group_of[p->vars[v].eqn];
+    l->end = m->last_read[v] > l->start ? m->last_read[v] : l->start;
+    l->next = -1;
+  }
+  return KILN_OK;
+}
+
+static int kfuse_life_cmp(const void *a, const void *b) {
+  const kfuse_life *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return (x->var > y->var) - (x->var < y->var);
+}
+
+static bool kfuse_slot_free(const kfuse_mem *m, int slot, const kfuse_life *l) {
+  for (int i = m->slot_head[slot]; i >= 0; i = m->lives[i].next)
+    if (m->lives[i].start <= l->end && l->start <= m->lives[i].end) return false;
+  return true;
+}
+
+/* Largest first; each takes the smallest slot it does not overlap in, or a
+ * new one. Sizes only shrink along the order, so a slot never grows. */
+static kiln_status kfuse_assign_slots(kfuse_mem *m) {
+  kfuse_plan *plan = m->plan;
+  qsort(m->lives, (size_t)m->n_lives, sizeof *m->lives, kfuse_life_cmp);
+  size_t cap = (size_t)m->n_lives + 1;
+  plan->slot_bytes = calloc(cap, sizeof *plan->slot_bytes);
+  plan->slot_offset = calloc(cap, sizeof *plan->slot_offset);
+  m->slot_head = malloc(cap * sizeof *m->slot_head);
+  if (!plan->slot_bytes || !plan->slot_offset || !m->slot_head) return kfuse_oom();
+  for (int i = 0; i < m->n_lives; i++) {
+    kfuse_life *l = &m->lives[i];
+    int best = -1;
+    for (int s = 0; s < plan->n_slots; s++)
+      if (kfuse_slot_free(m, s, l) && (best < 0 || plan->slot_bytes[s] < plan->slot_bytes[best]))
+        best = s;
+    if (best < 0) {
+      best = plan->n_slots++;
+      plan->slot_bytes[best] = l->bytes;
+      m->slot_head[best] = -1;
+    }
+    l->next = m->slot_head[best];
+    m->slot_head[best] = i;
+    plan->places[l->var].index = best;
+  }
+  for (int s = 0; s < plan->n_slots; s++) {
+    plan->slot_offset[s] = plan->arena_bytes;
+    plan->temp_bytes += plan->slot_bytes[s];
+    plan->arena_bytes +=
+        (plan->slot_bytes[s] + KFUSE_SLOT_ALIGN - 1) / KFUSE_SLOT_ALIGN * KFUSE_SLOT_ALIGN;
+  }
+  return KILN_OK;
+}
+
+/* Output k takes a donated invar's buffer when their types match, the invar
+ * is no output itself and no group at or after output k's reads it. */
+static kiln_status kfuse_donate(kfuse_mem *m, const bool *donated) {
+  const kir_program *p = m->p;
+  kfuse_plan *plan = m->plan;
+  for (int k = 0; k < p->n_outvars; k++) plan->output_donor[k] = -1;
+  if (!donated) return KILN_OK;
+  bool *returned = calloc((size_t)p->n_vars + 1, sizeof *returned);
+  bool *taken = calloc((size_t)p->n_invars + 1, sizeof *taken);
+  if (!returned || !taken) {
+    free(returned);
+    free(taken);
+    return kfuse_oom();
+  }
+  for (int k = 0; k < p->n_outvars; k++) returned[p->outvars[k]] = true;
+  for (int k = 0; k < p->n_outvars; k++) {
+    kir_vid v = p->outvars[k];
+    if (plan->places[v].home != KFUSE_HOME_OUTPUT || plan->places[v].index != k) continue;
+    int made = m->group_of[p->vars[v].eqn];
+    for (int j = 0; j < p->n_invars; j++) {
+      kir_vid in = p->invars[j];
+      if (!donated[j] || taken[j] || returned[in] || m->last_read[in] >= made ||
+          !kir_aval_typematch(kir_var_aval(p, in), kir_var_aval(p, v)))
+        continue;
+      plan->output_donor[k] = j;
+      taken[j] = true;
+      break;
+    }
+  }
+  free(returned);
+  free(taken);
+  return KILN_OK;
+}
+
+kiln_status kfuse_memory_plan(const kir_program *p, const bool *donated, kfuse_plan *plan) {
+  kfuse_mem m = {p, plan, NULL, NULL, NULL, NULL, 0, NULL};
+  size_t nv = (size_t)p->n_vars + 1;
+  plan->n_places = p->n_vars;
+  plan->n_outputs = p->n_outvars;
+  plan->places = calloc(nv, sizeof *plan->places);
+  plan->output_donor = calloc((size_t)p->n_outvars + 1, sizeof *plan->output_donor);
+  m.group_of = malloc(((size_t)p->n_eqns + 1) * sizeof *m.group_of);
+  m.last_read = malloc(nv * sizeof *m.last_read);
+  m.written = calloc(nv, sizeof *m.written);
+  kiln_status st = KILN_OK;
+  if (!plan->places || !plan->output_donor || !m.group_of || !m.last_read || !m.written) {
+    st = kfuse_oom();
+    goto done;
+  }
+  for (int gi = 0; gi < plan->n_groups; gi++) {
+    const kfuse_group *g = &plan->groups[gi];
+    for (int i = 0; i < g->n_eqns; i++) m.group_of[g->eqns[i]] = gi;
+    for (int i = 0; i < g->n_out; i++) m.written[g->out[i]] = true;
+  }
+  kfuse_assign_homes(&m);
+  kfuse_find_last_reads(&m);
+  st = kfuse_collect_lives(&m);
+  if (st == KILN_OK) st = kfuse_assign_slots(&m);
+  if (st == KILN_OK) st = kfuse_donate(&m, donated);
+done:
+  free(m.group_of);
+  free(m.last_read);
+  free(m.written);
+  free(m.lives);
+  free(m.slot_head);
+  return st;
+}
