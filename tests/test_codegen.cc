@@ -862,6 +862,28 @@ TEST(CodegenElementwise, Bitcast) {
   }
 }
 
+// f16/bf16 data that only moves keeps every bit, signaling NaNs included.
+TEST(CodegenElementwise, HalfCopiesKeepEveryBit) {
+  Checks checks;
+  Program p = Parse(R"({ lambda ; a:f16[3,4] b:bf16[4,3]. let
+      c:f16[4,3] = transpose[permutation=(1, 0)] a
+      d:u16[4,3] = bitcast_convert_type[new_dtype=uint16] c
+      e:bf16[4,3] = rev[dimensions=(0,)] b
+      f:u16[4,3] = bitcast_convert_type[new_dtype=uint16] e
+      g:f16[4,3] = convert_element_type[new_dtype=float16 weak_type=False] c
+    in (d, f, g) })");
+  ASSERT_TRUE(p);
+  std::vector<Buf> in = Inputs(p.get(), 90);
+  const uint64_t half_nans[] = {0x7c01, 0xfd55, 0x7e00, 0x7fff};
+  const uint64_t bf16_nans[] = {0x7f81, 0xffc1, 0x7fa0, 0xff80 /* -inf */};
+  for (int i = 0; i < 4; i++) {
+    in[0].SetBits(i * 3, half_nans[i]);
+    in[1].SetBits(i * 2, bf16_nans[i]);
+  }
+  Group g(p.get(), KFUSE_LOOP);
+  checks.Add(std::move(p), std::move(g), in, Tol(), "half copies");
+}
+
 // Eight primitives in a chain, in f32 and in bf16 (every step rounded).
 TEST(CodegenElementwise, EightOpChain) {
   Checks checks;

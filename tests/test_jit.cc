@@ -172,6 +172,7 @@ TEST(JitGolden, MatchesJaxJit) {
   Ctx c;
   auto cases = LoadGolden();
   ASSERT_GE(cases.size(), 20u);
+  int cuda_kernels = 0;
   for (const auto &gc : cases) {
     SCOPED_TRACE(gc.name);
     const jit_case *jc = FindCase(gc.name);
@@ -206,6 +207,20 @@ TEST(JitGolden, MatchesJaxJit) {
     // Values, from jit.
     kiln_jit *j = nullptr;
     ASSERT_EQ(kiln_jit_new(c.ctx, f.f, nullptr, &j), KILN_OK);
+    // Every fused kernel of the program compiles with NVRTC for sm_80 and
+    // sm_90, without a GPU.
+    for (int sm : {80, 90}) {
+      kiln_lowered *l = nullptr;
+      ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK) << kiln_last_error();
+      char *cuda = nullptr;
+      EXPECT_EQ(kiln_lowered_cuda_text(l, sm, &cuda), KILN_OK) << kiln_last_error();
+      for (const char *k = cuda; k && (k = strstr(k, "-byte cubin for sm_")); k++) {
+        cuda_kernels++;
+        EXPECT_EQ(std::atoi(k + strlen("-byte cubin for sm_")), sm);
+      }
+      free(cuda);
+      kiln_lowered_free(l);
+    }
     kiln_tree *out = nullptr;
     ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
     kiln_leaf *ol = nullptr;
@@ -222,6 +237,7 @@ TEST(JitGolden, MatchesJaxJit) {
     kiln_jit_free(j);
     kiln_tree_free(args);
   }
+  EXPECT_GE(cuda_kernels, 2 * 12);  // 13 kernels per architecture over these programs
 }
 
 // ---- the cache ----

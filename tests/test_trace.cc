@@ -219,7 +219,7 @@ TEST(Trace, FirstErrorWinsAndLaterOpsAreNoOps) {
 
 // ---- control flow ----
 
-kiln_tree *ReturnsTuple(kiln_trace *t, const kiln_tree *a, void *) {
+kiln_tree *ReturnsTuple(kiln_trace *, const kiln_tree *a, void *) {
   kiln_val *v = kiln_tree_leaf_get(a)->u.val;
   kiln_tree *p[2] = {kiln_tree_val(v), kiln_tree_val(v)};
   return kiln_tree_tuple(2, p);

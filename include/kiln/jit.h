@@ -57,6 +57,12 @@ kiln_status kiln_make_jaxpr(kiln_ctx *ctx, const kiln_func *f, const kiln_tree *
 kiln_status kiln_jit_lower(kiln_jit *j, const kiln_tree *args, kiln_lowered **out);
 kiln_status kiln_lowered_as_text(const kiln_lowered *l, char **text);
 kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out);
+/* Lowers for a CUDA architecture, with or without a GPU present: runs the
+ * passes, plans the fusion and emits every fused kernel as CUDA C for
+ * sm_<sm> (80, 90, ...), each compiled by NVRTC to a cubin. The plan and the
+ * kernel sources come back as text (malloc'ed); a kernel NVRTC rejects is
+ * KILN_ERR_COMPILE with its log. Call before kiln_lowered_compile. */
+kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text);
 void kiln_lowered_free(kiln_lowered *l);
 kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text);
 

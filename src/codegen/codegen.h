@@ -184,6 +184,7 @@ typedef struct kcg_index {
 typedef struct kcg_memo {
   kir_vid v;
   int index;
+  bool raw; /* value holds the stored bits of an f16/bf16 input, not its f32 value */
   kcg_term value;
 } kcg_memo;
 
@@ -296,8 +297,8 @@ kcg_term kcg_value(kcg_ctx *c, kir_vid v, int ix);
 void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix);
 /* The literal of `x` in dtype d's compute type. */
 const char *kcg_literal(kcg_ctx *c, kiln_dtype d, kir_scalar x);
-/* Memoizes value at (v, ix). */
-void kcg_memo_put(kcg_ctx *c, kir_vid v, int ix, kcg_term value);
+/* Memoizes value at (v, ix); `raw`: the stored bits (see kcg_memo). */
+void kcg_memo_put(kcg_ctx *c, kir_vid v, int ix, bool raw, kcg_term value);
 /* Conversions between a dtype's storage and compute forms. */
 const char *kcg_load_expr(kcg_ctx *c, kiln_dtype d, const char *stored);
 const char *kcg_store_expr(kcg_ctx *c, kiln_dtype d, const char *value);

@@ -112,16 +112,16 @@ const char *kcg_literal(kcg_ctx *c, kiln_dtype d, kir_scalar x) {
 
 /* ---- memo ---- */
 
-void kcg_memo_put(kcg_ctx *c, kir_vid v, int ix, kcg_term value) {
+void kcg_memo_put(kcg_ctx *c, kir_vid v, int ix, bool raw, kcg_term value) {
   if (!kcg_grow_table(c, (void **)&c->memo, &c->cap_memo, c->n_memo + 1, sizeof(kcg_memo)))
     return;
-  c->memo[c->n_memo++] = (kcg_memo){v, ix, value};
+  c->memo[c->n_memo++] = (kcg_memo){v, ix, raw, value};
 }
 
-static bool kcg_memo_get(kcg_ctx *c, kir_vid v, int ix, kcg_term *out) {
+static bool kcg_memo_get(kcg_ctx *c, kir_vid v, int ix, bool raw, kcg_term *out) {
   for (int i = c->n_memo - 1; i >= 0; i--) {
     const kcg_memo *m = &c->memo[i];
-    if (m->v == v && m->index == ix && kcg_scope_visible(c, m->value.scope)) {
+    if (m->v == v && m->index == ix && m->raw == raw && kcg_scope_visible(c, m->value.scope)) {
       *out = m->value;
       return true;
     }
@@ -185,25 +185,79 @@ static const char *kcg_to_storage(kcg_ctx *c, kiln_dtype d, const char *e) {
   return e;
 }
 
-static kcg_term kcg_load(kcg_ctx *c, kir_vid v, int ix) {
+/* The element of input v at ix as stored (f16/bf16: their 16 bits). */
+static kcg_term kcg_load_stored(kcg_ctx *c, kir_vid v, int ix) {
   int slot = c->arg[v];
   c->arg_used[slot] = true;
   const char *lin_now = c->idx[ix].lin.expr;
   if (c->item_lin && lin_now && strcmp(lin_now, c->item_lin) == 0) c->arg_at_item[slot] = true;
   kcg_term lin = kcg_index_lin(c, ix);
+  const char *name = kcg_fresh(c, "v");
+  kcg_line(c, lin.scope, "const %s %s = %s[%s];", kcg_stype(kir_var_aval(c->p, v)->dtype), name,
+           kcg_arg_name(c, slot), lin.expr);
+  return kcg_term_make(name, lin.scope);
+}
+
+static bool kcg_is_index_map(const kir_program *p, const kir_eqn *e) {
+  switch (e->prim) {
+    case KIR_PRIM_BROADCAST_IN_DIM: case KIR_PRIM_RESHAPE: case KIR_PRIM_TRANSPOSE:
+    case KIR_PRIM_SQUEEZE: case KIR_PRIM_EXPAND_DIMS: case KIR_PRIM_REV: case KIR_PRIM_SLICE:
+      return true;
+    case KIR_PRIM_CONVERT_ELEMENT_TYPE:
+      return kir_var_aval(p, e->in[0])->dtype == e->params.convert.new_dtype;
+    default:
+      return false;
+  }
+}
+
+/* The stored bits of an f16/bf16 v at ix when v is an input read through
+ * index maps only: such data then moves without a round trip through f32,
+ * which would quiet signaling NaNs (XLA's copies keep every bit). Returns
+ * false otherwise. */
+static bool kcg_raw(kcg_ctx *c, kir_vid v, int ix, kcg_term *out) {
+  if (!kcg_is_half(kir_var_aval(c->p, v)->dtype)) return false;
+  for (;;) {
+    if (c->st != KILN_OK || c->p->vars[v].kind == KIR_VAR_LITERAL) return false;
+    if (kcg_memo_get(c, v, ix, true, out)) return true;
+    if (c->arg[v] >= 0) {
+      *out = kcg_load_stored(c, v, ix);
+      kcg_memo_put(c, v, ix, true, *out);
+      return true;
+    }
+    if (c->def[v] < 0) return false;
+    const kir_eqn *e = &c->p->eqns[c->def[v]];
+    if (!kcg_is_index_map(c->p, e)) return false;
+    ix = kcg_index_operand(c, e, 0, ix);
+    v = e->in[0];
+  }
+}
+
+static kcg_term kcg_load(kcg_ctx *c, kir_vid v, int ix) {
   kiln_dtype d = kir_var_aval(c->p, v)->dtype;
-  return kcg_local(c, d, lin.scope,
-                   kcg_from_storage(c, d, kcg_strf(c, "%s[%s]", kcg_arg_name(c, slot), lin.expr)));
+  kcg_term raw;
+  if (kcg_raw(c, v, ix, &raw)) return kcg_local(c, d, raw.scope, kcg_from_storage(c, d, raw.expr));
+  int slot = c->arg[v];
+  c->arg_used[slot] = true;
+  const char *lin_now = c->idx[ix].lin.expr;
+  if (c->item_lin && lin_now && strcmp(lin_now, c->item_lin) == 0) c->arg_at_item[slot] = true;
+  kcg_term lin = kcg_index_lin(c, ix);
+  return kcg_local(c, d, lin.scope, kcg_strf(c, "%s[%s]", kcg_arg_name(c, slot), lin.expr));
 }
 
 void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix) {
-  kcg_term x = kcg_value(c, v, ix);
+  kiln_dtype d = kir_var_aval(c->p, v)->dtype;
+  kcg_term raw, x;
+  const char *stored;
+  if (kcg_raw(c, v, ix, &raw)) {
+    stored = raw.expr;
+  } else {
+    x = kcg_value(c, v, ix);
+    stored = kcg_to_storage(c, d, x.expr);
+  }
   kcg_term lin = kcg_index_lin(c, ix);
   if (c->st != KILN_OK) return;
   c->arg_used[slot] = true;
-  kiln_dtype d = kir_var_aval(c->p, v)->dtype;
-  kcg_line(c, c->cur, "%s[%s] = %s;", kcg_arg_name(c, slot), lin.expr,
-           kcg_to_storage(c, d, x.expr));
+  kcg_line(c, c->cur, "%s[%s] = %s;", kcg_arg_name(c, slot), lin.expr, stored);
 }
 
 const char *kcg_store_expr(kcg_ctx *c, kiln_dtype d, const char *value) {
@@ -459,6 +513,15 @@ static kcg_term kcg_eqn_iota(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix) {
   return kcg_local(c, d, t.scope, kcg_round_to(c, d, x));
 }
 
+/* v's bits at ix as an unsigned integer of its width; *x gets the term
+ * they come from (for its scope). */
+static const char *kcg_bits_at(kcg_ctx *c, kir_vid v, int ix, kcg_term *x) {
+  kiln_dtype d = kir_var_aval(c->p, v)->dtype;
+  if (kcg_raw(c, v, ix, x)) return x->expr; /* kiln_half: already the bits */
+  *x = kcg_value(c, v, ix);
+  return kcg_to_bits(c, d, x->expr);
+}
+
 /* bitcast_convert_type: same width reinterprets; to a narrower type element
  * k of the new minor dimension is the k-th piece of the operand (little
  * endian, as numpy on every target kiln runs on); to a wider type the
@@ -469,14 +532,14 @@ static kcg_term kcg_eqn_bitcast(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix)
   const char *bits;
   int scope;
   if (fb == tb) {
-    kcg_term x = kcg_value(c, e->in[0], kcg_index_operand(c, e, 0, ix));
-    bits = kcg_to_bits(c, a->dtype, x.expr);
+    kcg_term x;
+    bits = kcg_bits_at(c, e->in[0], kcg_index_operand(c, e, 0, ix), &x);
     scope = x.scope;
   } else if (fb > tb) {
     const kcg_term *rc = kcg_index_coords(c, ix);
+    kcg_term x, k = rc[r->rank - 1]; /* before kcg_index_get moves the table */
     int oix = kcg_index_get(c, a->rank, a->shape, NULL, rc);
-    kcg_term x = kcg_value(c, e->in[0], oix), k = rc[r->rank - 1];
-    bits = kcg_strf(c, "(%s >> (%s * %zu))", kcg_to_bits(c, a->dtype, x.expr), k.expr, tb);
+    bits = kcg_strf(c, "(%s >> (%s * %zu))", kcg_bits_at(c, e->in[0], oix, &x), k.expr, tb);
     scope = kcg_scope_deeper(c, x.scope, k.scope);
   } else {
     const kcg_term *rc = kcg_index_coords(c, ix);
@@ -486,14 +549,14 @@ static kcg_term kcg_eqn_bitcast(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix)
     scope = kcg_index_scope(c, ix);
     for (size_t k = 0; k < tb / fb; k++) {
       oc[a->rank - 1] = kcg_term_make(kcg_strf(c, "%zu", k), 0);
-      kcg_term x = kcg_value(c, e->in[0], kcg_index_get(c, a->rank, a->shape, NULL, oc));
-      bits = kcg_strf(c, "%s | ((%s)%s << %zu)", bits, kcg_bits_type(tb),
-                      kcg_to_bits(c, a->dtype, x.expr), k * fb);
+      kcg_term x;
+      const char *xb = kcg_bits_at(c, e->in[0], kcg_index_get(c, a->rank, a->shape, NULL, oc), &x);
+      bits = kcg_strf(c, "%s | ((%s)%s << %zu)", bits, kcg_bits_type(tb), xb, k * fb);
       scope = kcg_scope_deeper(c, scope, x.scope);
     }
   }
   if (c->st != KILN_OK) return kcg_term_make("0", 0);
-  bits = kcg_strf(c, "((%s)(%s))", kcg_bits_type(tb), bits);
+  if (fb != tb) bits = kcg_strf(c, "((%s)(%s))", kcg_bits_type(tb), bits);
   return kcg_local(c, r->dtype, scope, kcg_from_bits(c, r->dtype, bits));
 }
 
@@ -620,7 +683,7 @@ static kcg_term kcg_eqn_reduce(kcg_ctx *c, int eqn, kir_vid v, int ix) {
     if (o == v)
       mine = out[k];
     else
-      kcg_memo_put(c, o, ix, out[k]);
+      kcg_memo_put(c, o, ix, false, out[k]);
   }
   return mine;
 }
@@ -657,7 +720,7 @@ kcg_term kcg_value(kcg_ctx *c, kir_vid v, int ix) {
   if (c->st != KILN_OK) return r;
   const kir_var *var = &c->p->vars[v];
   if (var->kind == KIR_VAR_LITERAL) return kcg_term_make(kcg_literal(c, var->aval.dtype, var->u.literal), 0);
-  if (kcg_memo_get(c, v, ix, &r) || kcg_row_cache_get(c, v, ix, &r)) return r;
+  if (kcg_memo_get(c, v, ix, false, &r) || kcg_row_cache_get(c, v, ix, &r)) return r;
   if (c->arg[v] >= 0 && c->arg[v] < c->g->n_in)
     r = kcg_load(c, v, ix);
   else if (c->def[v] >= 0)
@@ -668,7 +731,7 @@ kcg_term kcg_value(kcg_ctx *c, kir_vid v, int ix) {
              "nor among its inputs",
              (int)v);
   if (c->st != KILN_OK) return r;
-  kcg_memo_put(c, v, ix, r);
+  kcg_memo_put(c, v, ix, false, r);
   kcg_row_cache_put(c, v, ix, r);
   return r;
 }

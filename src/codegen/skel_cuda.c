@@ -259,11 +259,12 @@ static void kcg_cuda_vector_chunk(kcg_ctx *c, int V) {
     for (int s = 0; s < g->n_in; s++) {
       if (!kcg_vector_slot(c, s)) continue;
       const kir_aval *a = kir_var_aval(c->p, g->in[s]);
-      const char *name = kcg_fresh(c, "v");
+      const char *name = kcg_fresh(c, "v"), *stored = kcg_strf(c, "%s.e[%d]", unions[s], l);
+      int ix = kcg_index_get(c, a->rank, a->shape, &lin, NULL);
       kcg_line(c, vs, "const %s %s = %s;", kcg_ctype(a->dtype), name,
-               kcg_load_expr(c, a->dtype, kcg_strf(c, "%s.e[%d]", unions[s], l)));
-      kcg_memo_put(c, g->in[s], kcg_index_get(c, a->rank, a->shape, &lin, NULL),
-                   kcg_term_make(name, vs));
+               kcg_load_expr(c, a->dtype, stored));
+      kcg_memo_put(c, g->in[s], ix, false, kcg_term_make(name, vs));
+      kcg_memo_put(c, g->in[s], ix, true, kcg_term_make(stored, vs));
     }
     for (int q = 0; q < g->n_out; q++) {
       const kir_aval *a = kir_var_aval(c->p, g->out[q]);

@@ -13,6 +13,9 @@ kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
   if (!info || kir_eqn_has_effect(e) || e->n_out != 1) return KFUSE_CLASS_OPAQUE;
   switch (info->family) {
     case KIR_FAMILY_ELEMENTWISE:
+      /* erf_inv stays on the reference evaluator, the one implementation of
+       * XLA's exact f32 algorithm (jax.random.normal relies on its bits). */
+      if (e->prim == KIR_PRIM_ERF_INV) return KFUSE_CLASS_OPAQUE;
       /* A bitcast between widths adds or drops a dimension: not per element. */
       if (e->prim == KIR_PRIM_BITCAST_CONVERT_TYPE &&
           !kir_aval_same_shape(kir_var_aval(p, e->in[0]), kir_var_aval(p, e->out[0])))

@@ -120,7 +120,7 @@ static void krt_memory(const kir_program *p, kiln_memory_analysis *m) {
   m->temp_bytes = krt_peak_temp_bytes(p);
 }
 
-static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c) {
+static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool fuse) {
   memset(c, 0, sizeof *c);
   kir_program *prog = p->prog;
   int removed = 0, folded = 0;
@@ -134,12 +134,22 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c) {
   memset(p, 0, sizeof *p);
   krt_cost_program(c->p.prog, 1, &c->cost);
   krt_memory(c->p.prog, &c->memory);
-  return KILN_OK;
+  if (fuse && (st = krt_fuse(c))) {
+    *p = c->p; /* the caller still owns the program */
+    memset(&c->p, 0, sizeof c->p);
+  }
+  return st;
 }
 
-kiln_status krt_compile(krt_program *p, kiln_compiled *c) {
+void krt_compiled_release(kiln_compiled *c) {
+  krt_fused_free(c->fused);
+  c->fused = NULL;
+  krt_program_free(&c->p);
+}
+
+kiln_status krt_compile(krt_program *p, kiln_compiled *c, bool fuse) {
   kcore_range_push("kiln compile");
-  kiln_status st = krt_compile_unranged(p, c);
+  kiln_status st = krt_compile_unranged(p, c, fuse);
   kcore_range_pop();
   return st;
 }

@@ -50,6 +50,7 @@ void kiln_ctx_free(kiln_ctx *ctx) {
   if (live != 0)
     KRT_LOG(ctx, KILN_LOG_WARN, "kiln_ctx_free: %lld array(s) still alive; their buffers are lost",
             (long long)live);
+  krt_codegen_free(ctx->codegen);
   if (ctx->backend_close) ctx->backend_close(ctx);
   kcore_config_free(&ctx->config);
   free(ctx);

@@ -6,8 +6,7 @@
 #include <string.h>
 #include "runtime/runtime.h"
 
-/* Host callbacks resolve their ids through the program's table. */
-static kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
+kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
                                  kir_buffer *out) {
   const ktr_host_table *h = user;
   if (!h || id < 0 || id >= h->n)
@@ -147,7 +146,10 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
     const kir_aval *a = kir_var_aval(p, p->outvars[i]);
     size_t nb = (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype);
     k->out[i] = (kir_buffer){.aval = *a, .data = NULL, .nbytes = nb};
-    k->donor[i] = krt_find_donor(k, nb, i);
+    /* Fused kernels write outputs as they go: only the planner knows which
+     * donated input is dead by then. The reference executor writes outputs
+     * last, so any donated input of the size will do. */
+    k->donor[i] = c->fused ? krt_fused_output_donor(c->fused, i) : krt_find_donor(k, nb, i);
     bool host = krt_host_addressable(c->p.dev);
     if (k->donor[i] >= 0 && host) {
       k->out[i].data = (void *)k->args[k->donor[i]]->buf.ptr;
@@ -199,7 +201,9 @@ static kiln_status krt_execute_unranged(const kiln_compiled *c, kiln_array *cons
   if (!st) st = krt_call_alloc(&k);
   if (!st) st = krt_stage_inputs(&k);
   if (!st) st = krt_prepare_outputs(&k);
-  if (!st) {
+  if (!st && c->fused) {
+    st = krt_fused_run(c, k.in, k.out);
+  } else if (!st) {
     kir_eval_env env;
     kir_eval_env_init(&env, kir_reference_evals());
     env.host_call = krt_host_call;

@@ -76,7 +76,7 @@ kiln_status kiln_jit_new(kiln_ctx *ctx, const kiln_func *f, const kiln_jit_optio
 }
 
 static void krt_entry_free(krt_entry *e) {
-  if (e->state == KRT_READY) krt_program_free(&e->compiled.p);
+  if (e->state == KRT_READY) krt_compiled_release(&e->compiled);
   krt_signature_free(&e->key);
   free(e->error);
   free(e);
@@ -165,7 +165,7 @@ static kiln_status krt_build(kiln_jit *j, const kiln_tree *args, krt_entry *e) {
     krt_program_free(&p);
     return st;
   }
-  if ((st = krt_donation_mask(j, args, p.sig.n, &p.donated)) || (st = krt_compile(&p, &e->compiled))) {
+  if ((st = krt_donation_mask(j, args, p.sig.n, &p.donated)) || (st = krt_compile(&p, &e->compiled, true))) {
     krt_program_free(&p);
     return st;
   }
@@ -311,13 +311,32 @@ kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out) {
                       "(lower again for another executable)");
   kiln_compiled *c = calloc(1, sizeof *c);
   if (!c) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_lowered_compile: out of host memory");
-  kiln_status st = krt_compile(&l->p, c);
+  kiln_status st = krt_compile(&l->p, c, true);
   if (st) {
     free(c);
     return st;
   }
   *out = c;
   return KILN_OK;
+}
+
+kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
+  static const char op[] = "kiln_lowered_cuda_text";
+  if (!l || !text) return kcore_fail(KILN_ERR_ARGUMENT, "%s: NULL argument", op);
+  *text = NULL;
+  if (!l->p.prog)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: this lowering was compiled already", op);
+  if (sm < 50 || sm > 200)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: sm_%d is not a CUDA architecture kiln targets", op,
+                      sm);
+  /* The passes compile would run (they are idempotent). */
+  int n = 0;
+  kiln_status st = kir_dce(l->p.prog, &n);
+  if (!st) st = kir_cse(l->p.prog, &n);
+  if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
+  if (!st) st = kir_dce(l->p.prog, &n);
+  if (!st) st = krt_cuda_text(l->p.prog, l->p.donated, sm, text);
+  return st ? kcore_fail_wrap(st, "%s", op) : KILN_OK;
 }
 
 void kiln_lowered_free(kiln_lowered *l) {
@@ -327,9 +346,11 @@ void kiln_lowered_free(kiln_lowered *l) {
   free(l);
 }
 
+/* The fusion plan and the kernel sources; the optimized program when the
+ * reference executor runs it. */
 kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text) {
   if (!c || !text) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_compiled_as_text: NULL argument");
-  return kir_print(c->p.prog, text);
+  return c->fused ? krt_fused_text(c->fused, c->p.prog, text) : kir_print(c->p.prog, text);
 }
 
 kiln_status kiln_compiled_cost_analysis(const kiln_compiled *c, kiln_cost_analysis *out) {
@@ -366,6 +387,6 @@ kiln_status kiln_compiled_call(kiln_compiled *c, const kiln_tree *args, kiln_tre
 
 void kiln_compiled_free(kiln_compiled *c) {
   if (!c) return;
-  krt_program_free(&c->p);
+  krt_compiled_release(c);
   free(c);
 }

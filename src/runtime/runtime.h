@@ -64,6 +64,7 @@ struct kiln_ctx {
   void *backend_state;
   void (*backend_close)(kiln_ctx *ctx); /* frees devices' impl and backend_state */
   _Atomic int64_t live_arrays;
+  struct krt_codegen *codegen; /* the C target's compiler, kernel cache and threads (lazy) */
 };
 
 /* Opening a backend fills ctx->devices, num_devices, backend_state and
@@ -221,18 +222,48 @@ struct kiln_lowered {
   char *text;
 };
 
+typedef struct krt_fused krt_fused;
+
 struct kiln_compiled {
   krt_program p;
   kiln_cost_analysis cost;
   kiln_memory_analysis memory;
+  krt_fused *fused; /* fused kernels for the device; NULL: the reference executor */
 };
+
+/* Resolves a host callback id through the program's table (user is its
+ * ktr_host_table): the kir_eval_env hook. */
+kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
+                          kir_buffer *out);
+
+/* Frees what a compiled executable holds (not the struct itself). */
+void krt_compiled_release(kiln_compiled *c);
+
+/* ---- fused execution (fused.c) ---- */
+/* Plans, emits and compiles c's program for its device when the C target
+ * applies (a CPU device and a host compiler); leaves c->fused NULL
+ * otherwise. A kernel that fails to compile is KILN_ERR_COMPILE. */
+kiln_status krt_fuse(kiln_compiled *c);
+void krt_fused_free(krt_fused *f);
+/* Runs the fused executable on host buffers (in: the invars, out: the
+ * outvars). */
+kiln_status krt_fused_run(const kiln_compiled *c, const kir_buffer *in, kir_buffer *out);
+/* The program output k may reuse donated input i (-1: none), as planned. */
+int krt_fused_output_donor(const krt_fused *f, int k);
+/* The plan and every kernel source, for as_text and dumps (malloc'ed). */
+kiln_status krt_fused_text(const krt_fused *f, const kir_program *p, char **text);
+void krt_codegen_free(struct krt_codegen *g);
+/* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
+ * by NVRTC to a cubin (no device needed): the plan and the sources. */
+kiln_status krt_cuda_text(const kir_program *p, const bool *donated, int sm, char **text);
 
 /* Traces f for the signature into out (its program as traced). */
 kiln_status krt_trace(kiln_ctx *ctx, kiln_device *dev, const kiln_func *f, const krt_signature *sig,
                       krt_program *out);
 void krt_program_free(krt_program *p);
-/* Runs the passes and the analyses: p's program moves into c. */
-kiln_status krt_compile(krt_program *p, kiln_compiled *c);
+/* Runs the passes and the analyses, then (with `fuse`) plans and compiles
+ * fused kernels for the device: p's program moves into c. */
+kiln_status krt_compile(krt_program *p, kiln_compiled *c, bool fuse);
 /* Runs c on args (n_in arrays matching its signature); outs gets n_out new
  * arrays. Donated inputs are deleted afterwards, their memory reused for
  * outputs of the same byte size. */

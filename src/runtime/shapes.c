@@ -120,7 +120,7 @@ static kiln_status krt_eval_known(krt_program *p, const bool *dep, kiln_array **
   if (k > 0) {
     kiln_compiled c;
     kiln_device *dev = p->dev;
-    if (!(st = kir_set_outputs(prog, k, outs)) && !(st = krt_compile(p, &c))) {
+    if (!(st = kir_set_outputs(prog, k, outs)) && !(st = krt_compile(p, &c, false))) {
       kir_program *cp = c.p.prog;
       kir_buffer *in = krt_host_buffers(cp, cp->n_invars, cp->invars);
       kir_buffer *out = krt_host_buffers(cp, cp->n_outvars, cp->outvars);
@@ -136,7 +136,7 @@ static kiln_status krt_eval_known(krt_program *p, const bool *dep, kiln_array **
                                   out[i].data, out[i].nbytes, &known[which[i]]);
       krt_host_buffers_free(in, cp->n_invars);
       krt_host_buffers_free(out, cp->n_outvars);
-      krt_program_free(&c.p);
+      krt_compiled_release(&c);
     }
   }
   free(which);
