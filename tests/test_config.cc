@@ -37,6 +37,7 @@ bool Contains(const char *haystack, const char *needle) {
 }
 
 TEST(Config, DefaultsWithNoEnvironment) {
+  EnvVar e("KILN_EXECUTOR", nullptr);
   EnvVar b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
       d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
   kiln_options o;
@@ -49,6 +50,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
   EXPECT_EQ(r->num_cpu_devices, 1);
   EXPECT_EQ(r->log_level, KILN_LOG_WARN);
   EXPECT_EQ(r->promotion, KILN_PROMOTION_OPT_STANDARD);
+  EXPECT_EQ(r->executor, KILN_EXECUTOR_FUSED);
   EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
   EXPECT_EQ(r->dump_dir, nullptr);
   EXPECT_EQ(kiln_device_count(ctx), 1);
@@ -56,6 +58,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
 }
 
 TEST(Config, EnvironmentFillsDefaults) {
+  EnvVar e("KILN_EXECUTOR", "unfused");
   EnvVar b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
@@ -66,6 +69,7 @@ TEST(Config, EnvironmentFillsDefaults) {
   EXPECT_EQ(r->log_level, KILN_LOG_ERROR);
   EXPECT_STREQ(r->dump_dir, "/tmp/kiln-dump");
   EXPECT_STREQ(r->cache_dir, "/tmp/kiln-cache");
+  EXPECT_EQ(r->executor, KILN_EXECUTOR_UNFUSED);
   kiln_ctx_free(ctx);
 }
 
@@ -106,7 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadEnv{"KILN_NUM_CPU_DEVICES", "-2", "KILN_NUM_CPU_DEVICES='-2'"},
                       BadEnv{"KILN_NUM_CPU_DEVICES", "3x", "KILN_NUM_CPU_DEVICES='3x'"},
                       BadEnv{"KILN_NUM_CPU_DEVICES", "99999999999", "[1, 1024]"},
-                      BadEnv{"KILN_LOG", "verbose", "KILN_LOG='verbose'"}));
+                      BadEnv{"KILN_LOG", "verbose", "KILN_LOG='verbose'"},
+                      BadEnv{"KILN_EXECUTOR", "fast", "KILN_EXECUTOR='fast'"}));
 
 TEST(Config, BadExplicitOptions) {
   kiln_options o;
@@ -159,6 +164,7 @@ TEST(Config, NamesOfEnums) {
   EXPECT_STREQ(kiln_backend_name(KILN_BACKEND_CUDA), "cuda");
   EXPECT_STREQ(kiln_backend_name(static_cast<kiln_backend>(42)), "invalid");
   EXPECT_STREQ(kiln_log_level_name(KILN_LOG_INFO), "info");
+  EXPECT_STREQ(kiln_executor_name(KILN_EXECUTOR_REFERENCE), "reference");
 }
 
 }  // namespace

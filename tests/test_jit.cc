@@ -26,13 +26,15 @@ bool Contains(const std::string &s, const std::string &needle) {
 class Ctx {
  public:
   explicit Ctx(int devices = 1, kiln_promotion_option promotion = KILN_PROMOTION_DEFAULT,
-               kiln_log_level log = KILN_LOG_DEFAULT) {
+               kiln_log_level log = KILN_LOG_DEFAULT,
+               kiln_executor executor = KILN_EXECUTOR_DEFAULT) {
     kiln_options o;
     kiln_options_init(&o);
     o.backend = KILN_BACKEND_CPU;
     o.num_cpu_devices = devices;
     o.promotion = promotion;
     o.log_level = log;
+    o.executor = executor;
     EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
   }
   ~Ctx() { kiln_ctx_free(ctx); }
@@ -168,8 +170,12 @@ const jit_case *FindCase(const std::string &name) {
   return nullptr;
 }
 
-TEST(JitGolden, MatchesJaxJit) {
-  Ctx c;
+// Every executor (fused C kernels, one kernel per primitive, the reference
+// executor) gives JAX's results.
+class JitGolden : public ::testing::TestWithParam<kiln_executor> {};
+
+TEST_P(JitGolden, MatchesJaxJit) {
+  Ctx c(1, KILN_PROMOTION_DEFAULT, KILN_LOG_DEFAULT, GetParam());
   auto cases = LoadGolden();
   ASSERT_GE(cases.size(), 20u);
   int cuda_kernels = 0;
@@ -239,6 +245,13 @@ TEST(JitGolden, MatchesJaxJit) {
   }
   EXPECT_GE(cuda_kernels, 2 * 12);  // 13 kernels per architecture over these programs
 }
+
+INSTANTIATE_TEST_SUITE_P(Executors, JitGolden,
+                         ::testing::Values(KILN_EXECUTOR_FUSED, KILN_EXECUTOR_UNFUSED,
+                                           KILN_EXECUTOR_REFERENCE),
+                         [](const ::testing::TestParamInfo<kiln_executor> &i) {
+                           return std::string(kiln_executor_name(i.param));
+                         });
 
 // ---- the cache ----
 

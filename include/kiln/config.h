@@ -33,6 +33,15 @@ typedef enum kiln_promotion_option {
   KILN_PROMOTION_OPT_STRICT = 2
 } kiln_promotion_option;
 
+/* How compiled programs run: fused kernels (the default), one kernel per
+ * primitive (the unfused baseline), or the reference executor. */
+typedef enum kiln_executor {
+  KILN_EXECUTOR_DEFAULT = 0, /* KILN_EXECUTOR, else fused */
+  KILN_EXECUTOR_FUSED = 1,
+  KILN_EXECUTOR_UNFUSED = 2,
+  KILN_EXECUTOR_REFERENCE = 3
+} kiln_executor;
+
 typedef struct kiln_options {
   kiln_backend backend;       /* KILN_BACKEND: auto | cpu | cuda */
   int num_cpu_devices;        /* KILN_NUM_CPU_DEVICES: 1..1024, default 1 */
@@ -41,6 +50,7 @@ typedef struct kiln_options {
   kiln_log_level log_level;   /* KILN_LOG: off | error | warn | info | debug */
   kiln_promotion_option promotion;
   uint64_t cpu_device_memory; /* bytes each virtual CPU device may hold; 0: unlimited */
+  kiln_executor executor;     /* KILN_EXECUTOR: fused | unfused | reference */
 } kiln_options;
 
 /* All fields zero: every setting from the environment or its default. */
@@ -48,6 +58,7 @@ void kiln_options_init(kiln_options *opts);
 
 const char *kiln_backend_name(kiln_backend b); /* "default", "auto", "cpu", "cuda" */
 const char *kiln_log_level_name(kiln_log_level l);
+const char *kiln_executor_name(kiln_executor e); /* "default", "fused", "unfused", "reference" */
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@ void kiln_options_init(kiln_options *opts) {
 
 static const char *const kcore_backend_names[] = {"default", "auto", "cpu", "cuda"};
 static const char *const kcore_log_names[] = {"default", "off", "error", "warn", "info", "debug"};
+static const char *const kcore_executor_names[] = {"default", "fused", "unfused", "reference"};
 
 const char *kiln_backend_name(kiln_backend b) {
   return (unsigned)b < 4 ? kcore_backend_names[b] : "invalid";
@@ -20,6 +21,10 @@ const char *kiln_backend_name(kiln_backend b) {
 
 const char *kiln_log_level_name(kiln_log_level l) {
   return (unsigned)l < 6 ? kcore_log_names[l] : "invalid";
+}
+
+const char *kiln_executor_name(kiln_executor e) {
+  return (unsigned)e < 4 ? kcore_executor_names[e] : "invalid";
 }
 
 /* An unset or empty variable yields NULL. */
@@ -131,6 +136,25 @@ static kiln_status kcore_resolve_dir(const char *given, const char *var, bool ha
   return KILN_OK;
 }
 
+static kiln_status kcore_resolve_executor(kiln_executor given, kiln_executor *out) {
+  if ((unsigned)given > KILN_EXECUTOR_REFERENCE)
+    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.executor %d is not a kiln_executor",
+                      (int)given);
+  if (given != KILN_EXECUTOR_DEFAULT) {
+    *out = given;
+    return KILN_OK;
+  }
+  const char *env = kcore_env("KILN_EXECUTOR");
+  int i = env ? kcore_lookup(env, kcore_executor_names, 1, 4) : KILN_EXECUTOR_FUSED;
+  if (i < 0)
+    return kcore_fail(KILN_ERR_CONFIG,
+                      "kiln_ctx_new: KILN_EXECUTOR='%s' is invalid (expected fused, unfused or "
+                      "reference)",
+                      env);
+  *out = (kiln_executor)i;
+  return KILN_OK;
+}
+
 static kiln_status kcore_resolve_promotion(kiln_promotion_option given, kiln_promotion_option *out) {
   if ((unsigned)given > KILN_PROMOTION_OPT_STRICT)
     return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.promotion %d is invalid", (int)given);
@@ -148,6 +172,7 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
       (st = kcore_resolve_log(in.log_level, &out->opts.log_level)) ||
       (st = kcore_resolve_devices(in.num_cpu_devices, &out->opts.num_cpu_devices)) ||
       (st = kcore_resolve_promotion(in.promotion, &out->opts.promotion)) ||
+      (st = kcore_resolve_executor(in.executor, &out->opts.executor)) ||
       (st = kcore_resolve_dir(in.cache_dir, "KILN_CACHE_DIR", true, &out->cache_dir)) ||
       (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir))) {
     kcore_config_free(out);

@@ -189,7 +189,9 @@ static void krt_dump_plan(kiln_ctx *ctx, const krt_fused *f, const kir_program *
 
 kiln_status krt_fuse(kiln_compiled *c) {
   kiln_ctx *ctx = c->p.ctx;
-  if (c->p.dev->info.platform != KILN_BACKEND_CPU) return KILN_OK;
+  kiln_executor mode = ctx->config.opts.executor;
+  if (c->p.dev->info.platform != KILN_BACKEND_CPU || mode == KILN_EXECUTOR_REFERENCE)
+    return KILN_OK;
   struct krt_codegen *g = NULL;
   if (krt_codegen_get(ctx, &g)) {
     kiln_clear_error();
@@ -199,7 +201,10 @@ kiln_status krt_fuse(kiln_compiled *c) {
   if (!f) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   f->pool = g->pool;
   const kir_program *p = c->p.prog;
-  kiln_status st = kfuse_plan_build(p, NULL, c->p.donated, &f->plan);
+  kfuse_options fo;
+  kfuse_options_default(&fo);
+  fo.fuse = mode != KILN_EXECUTOR_UNFUSED; /* unfused: one kernel per primitive */
+  kiln_status st = kfuse_plan_build(p, &fo, c->p.donated, &f->plan);
   if (!st && !(f->steps = calloc((size_t)(f->plan->n_groups + 1), sizeof *f->steps)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   for (int i = 0; !st && i < f->plan->n_groups; i++, f->n_steps++)
