@@ -501,7 +501,8 @@ TEST(Jit, UserMistakesAreClearErrors) {
   kiln_tree *ptr = kiln_tree_ptr(&dummy);
   EXPECT_EQ(kiln_jit_call(j, ptr, &out), KILN_ERR_TREE);
   EXPECT_EQ(kiln_jit_call(nullptr, x, &out), KILN_ERR_ARGUMENT);
-  EXPECT_EQ(kiln_jit_new(c.ctx, nullptr, nullptr, &j), KILN_ERR_ARGUMENT);
+  kiln_jit *none = nullptr;
+  EXPECT_EQ(kiln_jit_new(c.ctx, nullptr, nullptr, &none), KILN_ERR_ARGUMENT);
   kiln_jit_options o{};
   o.device = 3;
   kiln_jit *bad = nullptr;

@@ -149,7 +149,8 @@ kiln_status kir_rule_dot_general(kir_prim prim, const kir_params *params, int n_
  * - f16, bf16 and f32 dots accumulate in f32 (CBLAS sgemm), f64 dots in f64
  *   (dgemm), on operands packed into contiguous [batch, M, K] and
  *   [batch, K, N] arrays, or read in place when already laid out so (maybe
- *   transposed); each result is rounded once. Under XLA's FTZ/DAZ,
+ *   transposed); each result is rounded once. A dot with K = 1 is a plain
+ *   product (XLA's too: no sum from +0, so -0 survives). Under XLA's FTZ/DAZ,
  *   subnormal operands read as zero and subnormal results become zero (BLAS
  *   keeps subnormal intermediates: a difference far below any tolerance).
  * - Integer dots wrap in the compute dtype; bool dots are ORs of ANDs.
@@ -295,7 +296,8 @@ static void kir_gemm_pack(const kir_gemm_side *s, kiln_dtype c, void *work) {
 static bool kir_has_subnormal(const kir_buffer *b) {
   int64_t n = kir_aval_size(&b->aval);
   for (int64_t i = 0; i < n; i++) {
-    double v = b->aval.dtype == KILN_F32 ? ((const float *)b->data)[i] : ((const double *)b->data)[i];
+    double v = b->aval.dtype == KILN_F32 ? ((const float *)b->data)[i]
+                                         : ((const double *)b->data)[i];
     if (v != 0 && kir_dot_flush(b->aval.dtype, v) == 0) return true;
   }
   return false;
@@ -333,6 +335,21 @@ static void kir_gemm_blas(kir_work w, int64_t nb, int64_t m, int64_t n, int64_t 
     else
       cblas_dgemm(CblasRowMajor, opa, opb, bm, bn, bk, 1.0, (const double *)a + i * m * k, lda,
                   (const double *)b + i * k * n, ldb, 0.0, (double *)c + i * m * n, bn);
+  }
+}
+
+/* K = 1: XLA multiplies without summing from +0, so 0 * -1 stays -0. With
+ * one column (row), a transposed operand has the same layout. */
+static void kir_gemm_k1(kir_work w, int64_t nb, int64_t m, int64_t n, const void *a, const void *b,
+                        void *c) {
+  for (int64_t i = 0; i < nb * m; i++) {
+    int64_t brow = i / m * n;
+    for (int64_t j = 0; j < n; j++) {
+      if (w == KIR_WORK_F32)
+        ((float *)c)[i * n + j] = ((const float *)a)[i] * ((const float *)b)[brow + j];
+      else
+        ((double *)c)[i * n + j] = ((const double *)a)[i] * ((const double *)b)[brow + j];
+    }
   }
 }
 
@@ -425,6 +442,7 @@ static kiln_status kir_eval_dot_general(const kir_eqn *e, const kir_buffer *in, 
   }
   if (k == 0) memset(rc, 0, (size_t)total * ws); /* all-zero bits: 0, 0.0 and false */
   else if (w == KIR_WORK_BITS) kir_gemm_bits(c == KILN_BOOL, nb, m, n, k, ra, rb, rc);
+  else if (k == 1) kir_gemm_k1(w, nb, m, n, ra, rb, rc);
   else kir_gemm_blas(w, nb, m, n, k, ra, a.trans, rb, b.trans, rc);
   /* Every result is rounded and flushed into place, BLAS's direct ones too. */
   kir_gemm_store(w, c, p, rc, total, out[0].data);

@@ -71,9 +71,12 @@ static kiln_status kir_slot_constant(const kir_program *p, kir_vid v, kir_slot *
     return KILN_OK;
   }
   switch (var->u.constant.source) {
-    case KIR_CONST_HOST:
-      s->buf = (kir_buffer){var->aval, (void *)var->u.constant.host, var->u.constant.nbytes};
+    case KIR_CONST_HOST: { /* empty data still gets an address (see kir_slot_alloc) */
+      static char empty[1];
+      const void *host = var->u.constant.host ? var->u.constant.host : empty;
+      s->buf = (kir_buffer){var->aval, (void *)host, var->u.constant.nbytes};
       return KILN_OK;
+    }
     case KIR_CONST_ARRAY:
       if ((st = kir_slot_alloc(s, &var->aval))) return st;
       return kiln_array_to_host(var->u.constant.array, s->buf.data, s->buf.nbytes);

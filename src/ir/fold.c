@@ -47,7 +47,9 @@ static void kir_fold_inputs_fill(const kir_program *p, const kir_eqn *e, kir_fol
       b->data = &in->scalars[i];
       b->nbytes = kiln_dtype_size(v->aval.dtype);
     } else {
-      b->data = (void *)v->u.constant.host; /* evaluators only read their inputs */
+      /* Evaluators only read their inputs; empty data gets an address too, as
+       * the executor gives it (a zero-length memcpy must not see NULL). */
+      b->data = v->u.constant.host ? (void *)v->u.constant.host : (void *)&in->scalars[i];
       b->nbytes = v->u.constant.nbytes;
     }
   }

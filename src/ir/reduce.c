@@ -128,7 +128,14 @@ typedef union kir_wide {
   uint64_t u;
 } kir_wide;
 
-typedef enum kir_op { KIR_OP_ADD, KIR_OP_MUL, KIR_OP_MAX, KIR_OP_MIN, KIR_OP_AND, KIR_OP_OR } kir_op;
+typedef enum kir_op {
+  KIR_OP_ADD,
+  KIR_OP_MUL,
+  KIR_OP_MAX,
+  KIR_OP_MIN,
+  KIR_OP_AND,
+  KIR_OP_OR
+} kir_op;
 
 /* A binary operation on the widened values of one dtype. */
 typedef struct kir_monoid {
@@ -169,13 +176,15 @@ static inline double kir_flush(double v, double tiny) {
   return fabs(v) < tiny ? copysign(0.0, v) : v;
 }
 
-/* An exact (double) result of an f16/bf16/f32 operation rounded as XLA's f32
- * arithmetic rounds it, flushed, then rounded to the dtype. Double rounding
- * through double is harmless: the operands have at most 24 significant bits. */
+/* The double result of an f16/bf16/f32 operation rounded as XLA's f32
+ * arithmetic rounds it (going through double first is harmless: the
+ * operands have at most 24 significant bits), flushed, then rounded to the
+ * dtype; an f64 result flushed. */
 static double kir_round_result(const kir_monoid *m, double v) {
   switch (m->dtype) {
     case KILN_F16: return kcore_f16_to_f32(kcore_f32_to_f16((float)v));
-    case KILN_BF16: return kcore_bf16_to_f32(kcore_f32_to_bf16((float)kir_flush((float)v, m->tiny)));
+    case KILN_BF16:
+      return kcore_bf16_to_f32(kcore_f32_to_bf16((float)kir_flush((float)v, m->tiny)));
     case KILN_F32: return kir_flush((float)v, m->tiny);
     default: return kir_flush(v, m->tiny);
   }
@@ -613,9 +622,12 @@ static void kir_scan_lines(const kir_monoid *m, kir_wide *lines, int64_t count, 
   }
 }
 
-/* cumsum/cumprod/cummax/cummin; a line of one element is copied (XLA drops
- * the trivial reduce-window). Lines along an inner axis are transposed to be
- * contiguous first. */
+/* cumsum/cumprod/cummax/cummin; lines along an inner axis are transposed to
+ * be contiguous first. Lines of one element are XLA's special case: it drops
+ * the trivial reduce-window of a sum, max or min (the element is copied, -0
+ * and subnormals included) but not a product's, nor a bf16 one, which it has
+ * widened to f32 by then: those compute identity op x (-0 + 0 is +0, and
+ * subnormals flush). */
 static kiln_status kir_eval_cumulative(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
                                        void *ctx) {
   (void)ctx;
@@ -628,6 +640,8 @@ static kiln_status kir_eval_cumulative(const kir_eqn *e, const kir_buffer *in, k
   int64_t work_size = l.len + l.len / 4 + 64, lines_size = l.inner > 1 ? n : 0;
   kir_wide *w = NULL, *work = NULL;
   kiln_status st = kir_wide_load(e, &in[0], &w);
+  if (st == KILN_OK && l.len == 1 && (m.op == KIR_OP_MUL || m.dtype == KILN_BF16))
+    for (int64_t i = 0; i < n; i++) w[i] = kir_combine(&m, kir_identity(&m), w[i]);
   if (st == KILN_OK && l.len > 1) st = kir_wide_alloc(e, work_size + lines_size, &work);
   if (st == KILN_OK && l.len > 1) {
     kir_wide *lines = l.inner > 1 ? work + work_size : w;

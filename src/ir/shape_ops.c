@@ -710,7 +710,7 @@ static kiln_status kir_eval_same_order(const kir_eqn *e, const kir_buffer *in, k
                                        void *ctx) {
   (void)e;
   (void)ctx;
-  memcpy(out[0].data, in[0].data, out[0].nbytes);
+  if (out[0].nbytes) memcpy(out[0].data, in[0].data, out[0].nbytes); /* empty data may be NULL */
   return KILN_OK;
 }
 

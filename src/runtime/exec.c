@@ -105,13 +105,17 @@ static kiln_status krt_check_args(const kiln_compiled *c, kiln_array *const *arg
   return KILN_OK;
 }
 
+/* The address handed out for zero-size data: evaluators and kernels may
+ * pass it to memcpy with a zero length, which must not be NULL. */
+static char krt_no_data[1];
+
 /* Host views of the inputs: in place on the CPU, else a host copy. */
 static kiln_status krt_stage_inputs(krt_call *k) {
   const kiln_compiled *c = k->c;
   for (int i = 0; i < c->p.sig.n; i++) {
     kiln_array *a = k->args[i];
     size_t nb = kiln_array_nbytes(a);
-    k->in[i] = (kir_buffer){.aval = c->p.sig.avals[i], .data = NULL, .nbytes = nb};
+    k->in[i] = (kir_buffer){.aval = c->p.sig.avals[i], .data = krt_no_data, .nbytes = nb};
     if (nb == 0) continue;
     kiln_status st = kiln_array_block_until_ready(a);
     if (st) return st;
@@ -145,7 +149,7 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
   for (int i = 0; i < c->p.n_out; i++) {
     const kir_aval *a = kir_var_aval(p, p->outvars[i]);
     size_t nb = (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype);
-    k->out[i] = (kir_buffer){.aval = *a, .data = NULL, .nbytes = nb};
+    k->out[i] = (kir_buffer){.aval = *a, .data = krt_no_data, .nbytes = nb};
     /* Fused kernels write outputs as they go: only the planner knows which
      * donated input is dead by then. The reference executor writes outputs
      * last, so any donated input of the size will do. */
@@ -160,7 +164,7 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
                                        &k->outs[i]);
       if (st) return st;
       if (host) {
-        k->out[i].data = (void *)k->outs[i]->buf.ptr;
+        if (nb) k->out[i].data = (void *)k->outs[i]->buf.ptr;
         continue;
       }
     }
