@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "scoped_env.h"
 #include "test_kcache_shims.h"
 
 namespace fs = std::filesystem;
@@ -45,30 +46,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// Sets (or, with NULL, unsets) a variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    const char *old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
 };
 
 // The first line a shell command prints.

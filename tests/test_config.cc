@@ -5,40 +5,17 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "scoped_env.h"
 
 namespace {
-
-// Sets a variable for one test and restores the previous value.
-class EnvVar {
- public:
-  EnvVar(const char *name, const char *value) : name_(name) {
-    const char *old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvVar() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
 
 bool Contains(const char *haystack, const char *needle) {
   return std::string(haystack).find(needle) != std::string::npos;
 }
 
 TEST(Config, DefaultsWithNoEnvironment) {
-  EnvVar e("KILN_EXECUTOR", nullptr);
-  EnvVar b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
+  ScopedEnv e("KILN_EXECUTOR", nullptr);
+  ScopedEnv b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
       d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
   kiln_options o;
   kiln_options_init(&o);
@@ -58,8 +35,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
 }
 
 TEST(Config, EnvironmentFillsDefaults) {
-  EnvVar e("KILN_EXECUTOR", "unfused");
-  EnvVar b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
+  ScopedEnv e("KILN_EXECUTOR", "unfused");
+  ScopedEnv b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
   ASSERT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_OK) << kiln_last_error();
@@ -74,7 +51,7 @@ TEST(Config, EnvironmentFillsDefaults) {
 }
 
 TEST(Config, ExplicitOptionsWinOverEnvironment) {
-  EnvVar n("KILN_NUM_CPU_DEVICES", "4"), c("KILN_CACHE_DIR", "/tmp/from-env");
+  ScopedEnv n("KILN_NUM_CPU_DEVICES", "4"), c("KILN_CACHE_DIR", "/tmp/from-env");
   kiln_options o;
   kiln_options_init(&o);
   o.backend = KILN_BACKEND_CPU;
@@ -95,7 +72,7 @@ class ConfigBadEnv : public ::testing::TestWithParam<BadEnv> {};
 
 TEST_P(ConfigBadEnv, IsAClearErrorAtContextCreation) {
   const BadEnv &p = GetParam();
-  EnvVar v(p.var, p.value);
+  ScopedEnv v(p.var, p.value);
   kiln_ctx *ctx = reinterpret_cast<kiln_ctx *>(0x1);
   EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG);
   EXPECT_EQ(ctx, nullptr);
@@ -133,7 +110,7 @@ TEST(Config, BadExplicitOptions) {
 }
 
 TEST(Config, VariablesAreReadOnceAtCreation) {
-  EnvVar n("KILN_NUM_CPU_DEVICES", "3");
+  ScopedEnv n("KILN_NUM_CPU_DEVICES", "3");
   kiln_options o;
   kiln_options_init(&o);
   o.backend = KILN_BACKEND_CPU;

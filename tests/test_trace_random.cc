@@ -18,88 +18,11 @@
 
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "prng_golden.h"
 
 namespace {
 
-// ---- golden records (prng.py's format) ----
-
-struct Record {
-  std::string kind;
-  std::vector<std::string> head;  // fields before ':' (after the kind)
-  std::vector<std::string> vals;  // fields after ':'
-};
-
-std::vector<Record> LoadRecords(const std::string &file) {
-  std::vector<Record> out;
-  std::ifstream in(std::string(KILN_GOLDEN_DIR) + "/" + file);
-  EXPECT_TRUE(in.good()) << "cannot open " << file << "; run tests/golden/"
-                         << file.substr(0, file.find('.')) << ".py";
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ss(line);
-    Record r;
-    ss >> r.kind;
-    bool after = false;
-    for (std::string t; ss >> t;) {
-      if (t == ":")
-        after = true;
-      else
-        (after ? r.vals : r.head).push_back(t);
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-std::vector<const Record *> Golden(const std::string &file, const std::string &kind) {
-  static std::map<std::string, std::vector<Record>> files;
-  if (!files.count(file)) files[file] = LoadRecords(file);
-  std::vector<const Record *> out;
-  for (const Record &r : files[file])
-    if (r.kind == kind) out.push_back(&r);
-  EXPECT_FALSE(out.empty()) << "no '" << kind << "' records in " << file;
-  return out;
-}
-
-uint64_t Hex(const std::string &s) { return std::stoull(s, nullptr, 16); }
-uint32_t Hex32(const std::string &s) { return static_cast<uint32_t>(Hex(s)); }
-double Float(const std::string &s) { return std::strtod(s.c_str(), nullptr); }
-
-kiln_dtype Dtype(const std::string &name) {
-  kiln_dtype d = KILN_INVALID_DTYPE;
-  EXPECT_EQ(kiln_dtype_from_name(name.c_str(), &d), KILN_OK) << name;
-  return d;
-}
-
-// An array record: key, `nparams` parameters, then rank, dims and step.
-struct ArrayCase {
-  uint32_t key[2];
-  std::vector<std::string> params;
-  std::vector<int64_t> shape;
-  size_t step = 1, count = 1;
-  std::string Name() const {
-    std::ostringstream s;
-    s << std::hex << "key (" << key[0] << ", " << key[1] << ")" << std::dec;
-    for (const std::string &p : params) s << " " << p;
-    s << " shape [";
-    for (size_t i = 0; i < shape.size(); i++) s << (i ? "," : "") << shape[i];
-    return s.str() + "]";
-  }
-};
-
-ArrayCase ParseArray(const Record &r, size_t nparams) {
-  ArrayCase c;
-  c.key[0] = Hex32(r.head.at(0));
-  c.key[1] = Hex32(r.head.at(1));
-  c.params.assign(r.head.begin() + 2, r.head.begin() + 2 + nparams);
-  size_t at = 2 + nparams;
-  int rank = std::stoi(r.head.at(at++));
-  for (int i = 0; i < rank; i++) c.shape.push_back(std::stoll(r.head.at(at++)));
-  c.step = std::stoul(r.head.at(at));
-  for (int64_t d : c.shape) c.count *= static_cast<size_t>(d);
-  EXPECT_EQ(r.vals.size(), (c.count + c.step - 1) / c.step) << c.Name();
-  return c;
-}
+using namespace prng_golden;
 
 // The raw bits of element i of a buffer with `size`-byte elements.
 uint64_t BitsAt(size_t size, const std::vector<unsigned char> &buf, size_t i) {
