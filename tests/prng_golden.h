@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -94,6 +95,36 @@ inline ArrayCase ParseArray(const Record &r, size_t nparams) {
   for (int64_t d : c.shape) c.count *= static_cast<size_t>(d);
   EXPECT_EQ(r.vals.size(), (c.count + c.step - 1) / c.step) << c.Name();
   return c;
+}
+
+// The raw bits of element i of a buffer with `size`-byte elements.
+inline uint64_t BitsAt(size_t size, const void *buf, size_t i) {
+  uint64_t v = 0;
+  std::memcpy(&v, static_cast<const char *>(buf) + i * size, size);  // little-endian host
+  return v;
+}
+
+inline uint64_t BitsAt(size_t size, const std::vector<unsigned char> &buf, size_t i) {
+  return BitsAt(size, buf.data(), i);
+}
+
+// A float given by its bit pattern, widened to double.
+inline double FloatFromBits(kiln_dtype dtype, uint64_t bits) {
+  switch (dtype) {
+    case KILN_F16: return kiln_f16_to_f32(static_cast<uint16_t>(bits));
+    case KILN_BF16: return kiln_bf16_to_f32(static_cast<uint16_t>(bits));
+    case KILN_F32: {
+      float f;
+      uint32_t b = static_cast<uint32_t>(bits);
+      std::memcpy(&f, &b, sizeof f);
+      return f;
+    }
+    default: {
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return d;
+    }
+  }
 }
 
 }  // namespace prng_golden

@@ -28,32 +28,6 @@ std::vector<const Record *> Golden(const std::string &kind) {
 
 int Rank(const ArrayCase &c) { return static_cast<int>(c.shape.size()); }
 
-// The raw bits of element i of a buffer with `size`-byte elements.
-uint64_t BitsAt(size_t size, const void *buf, size_t i) {
-  uint64_t v = 0;
-  std::memcpy(&v, static_cast<const char *>(buf) + i * size, size);  // little-endian host
-  return v;
-}
-
-// A float given by its bit pattern, widened to double.
-double FloatFromBits(kiln_dtype dtype, uint64_t bits) {
-  switch (dtype) {
-    case KILN_F16: return kiln_f16_to_f32(static_cast<uint16_t>(bits));
-    case KILN_BF16: return kiln_bf16_to_f32(static_cast<uint16_t>(bits));
-    case KILN_F32: {
-      float f;
-      uint32_t b = static_cast<uint32_t>(bits);
-      std::memcpy(&f, &b, sizeof f);
-      return f;
-    }
-    default: {
-      double d;
-      std::memcpy(&d, &bits, sizeof d);
-      return d;
-    }
-  }
-}
-
 // jax._src.public_test_util's default tolerances, used as atol and rtol.
 double JaxTolerance(kiln_dtype dtype) {
   switch (dtype) {

@@ -24,31 +24,6 @@ namespace {
 
 using namespace prng_golden;
 
-// The raw bits of element i of a buffer with `size`-byte elements.
-uint64_t BitsAt(size_t size, const std::vector<unsigned char> &buf, size_t i) {
-  uint64_t v = 0;
-  std::memcpy(&v, buf.data() + i * size, size);  // little-endian host
-  return v;
-}
-
-double FloatFromBits(kiln_dtype dtype, uint64_t bits) {
-  switch (dtype) {
-    case KILN_F16: return kiln_f16_to_f32(static_cast<uint16_t>(bits));
-    case KILN_BF16: return kiln_bf16_to_f32(static_cast<uint16_t>(bits));
-    case KILN_F32: {
-      float f;
-      uint32_t b = static_cast<uint32_t>(bits);
-      std::memcpy(&f, &b, sizeof f);
-      return f;
-    }
-    default: {
-      double d;
-      std::memcpy(&d, &bits, sizeof d);
-      return d;
-    }
-  }
-}
-
 // Bit patterns must match; NaNs of either sign count as equal.
 ::testing::AssertionResult SameBits(kiln_dtype dtype, uint64_t got, uint64_t want) {
   if (got == want) return ::testing::AssertionSuccess();
