@@ -2,6 +2,7 @@
  * groups become C kernels compiled by the host compiler (through the kernel
  * cache) and split across the context's threads; DOT and OPAQUE groups, and
  * any group the emitter declines, run on the reference evaluators. */
+#include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +294,59 @@ static kir_buffer krt_buffer_of(const kir_program *p, kir_vid v, void *data) {
   return (kir_buffer){*a, data, (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype)};
 }
 
+/* The shape of a dot_general that is a plain row-major (batched) GEMM:
+ * lhs [b..., m, k] x rhs [b..., k, n] in f32 or f64, batch dimensions
+ * leading and in order, the result in the operands' dtype. */
+typedef struct krt_gemm {
+  int64_t batch, m, n, k;
+  kiln_dtype dtype;
+} krt_gemm;
+
+static bool krt_dims_are(const kir_dims *d, int first, int n) {
+  if (d->n != n) return false;
+  for (int i = 0; i < n; i++)
+    if (d->v[i] != first + i) return false;
+  return true;
+}
+
+static bool krt_plain_gemm(const kir_program *p, const kir_eqn *e, krt_gemm *g) {
+  const kir_aval *a = kir_var_aval(p, e->in[0]), *b = kir_var_aval(p, e->in[1]);
+  const kir_dot_dims *d = &e->params.dot.dimension_numbers;
+  kiln_dtype pref = e->params.dot.preferred_element_type;
+  int nb = d->lhs_batch.n;
+  if ((a->dtype != KILN_F32 && a->dtype != KILN_F64) || b->dtype != a->dtype ||
+      (pref != KILN_INVALID_DTYPE && pref != a->dtype) || a->rank != nb + 2 ||
+      b->rank != nb + 2 || !krt_dims_are(&d->lhs_batch, 0, nb) ||
+      !krt_dims_are(&d->rhs_batch, 0, nb) || !krt_dims_are(&d->lhs_contracting, nb + 1, 1) ||
+      !krt_dims_are(&d->rhs_contracting, nb, 1))
+    return false;
+  g->batch = 1;
+  for (int i = 0; i < nb; i++) g->batch *= a->shape[i];
+  g->m = a->shape[nb];
+  g->k = a->shape[nb + 1];
+  g->n = b->shape[nb + 1];
+  g->dtype = a->dtype;
+  return g->m > 0 && g->n > 0 && g->k > 0 && g->m <= INT32_MAX && g->n <= INT32_MAX &&
+         g->k <= INT32_MAX;
+}
+
+/* A plain GEMM straight through CBLAS: the reference evaluator also
+ * emulates XLA:CPU's flushing of subnormal operands, which costs passes
+ * over the data and changes nothing beyond tolerance. */
+static void krt_run_gemm(const krt_gemm *g, const void *a, const void *b, void *c) {
+  int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+  for (int64_t i = 0; i < g->batch; i++) {
+    if (g->dtype == KILN_F32)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                  (const float *)a + i * g->m * g->k, k, (const float *)b + i * g->k * g->n, n,
+                  0.0f, (float *)c + i * g->m * g->n, n);
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
+                  (const double *)a + i * g->m * g->k, k, (const double *)b + i * g->k * g->n, n,
+                  0.0, (double *)c + i * g->m * g->n, n);
+  }
+}
+
 /* One equation on its reference evaluator; values internal to the group
  * (place NONE) live in `temp`. */
 static kiln_status krt_run_eqn(const krt_run *r, int index, void **temp) {
@@ -319,7 +373,10 @@ static kiln_status krt_run_eqn(const krt_run *r, int index, void **temp) {
     else if (!(b[e->n_in + i].data = temp[v] = malloc(b[e->n_in + i].nbytes + 1)))
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   }
-  if (!st && (st = fn(e, b, b + e->n_in, (void *)r->env)))
+  krt_gemm gemm;
+  if (!st && e->prim == KIR_PRIM_DOT_GENERAL && krt_plain_gemm(p, e, &gemm))
+    krt_run_gemm(&gemm, b[0].data, b[1].data, b[2].data);
+  else if (!st && (st = fn(e, b, b + e->n_in, (void *)r->env)))
     kcore_fail_wrap(st, "equation %d (%s)", index, kir_prim_name(e->prim));
   if (b != small) free(b);
   return st;
