@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "test_files.h"
 #include "scoped_env.h"
 #include "test_kcache_shims.h"
 
@@ -24,29 +25,6 @@ namespace {
 bool Contains(const std::string &haystack, const std::string &needle) {
   return haystack.find(needle) != std::string::npos;
 }
-
-std::string ReadFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char templ[] = "/tmp/kiln-cc-test-XXXXXX";
-    EXPECT_NE(mkdtemp(templ), nullptr);
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // The first line a shell command prints.
 std::string FirstLine(const char *command) {

@@ -23,6 +23,7 @@
 
 #include "core/core.h"
 #include "kiln/kiln.h"
+#include "test_files.h"
 #include "test_kcache_shims.h"
 
 namespace fs = std::filesystem;
@@ -46,30 +47,6 @@ Key KeyOf(const char *source, const char *target = "sm_90", const char *compiler
   Key k;
   kcache_test_key(source, target, compiler, options.data(), (int)options.size(), k.data());
   return k;
-}
-
-// A fresh directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char templ[] = "/tmp/kiln-kcache-test-XXXXXX";
-    EXPECT_NE(mkdtemp(templ), nullptr);
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void WriteFile(const std::string &path, const std::string &bytes) {

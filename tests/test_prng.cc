@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "test_files.h"
 #include "prng/prng.h"
 #include "prng_golden.h"
 
@@ -336,13 +337,6 @@ TEST(PrngErrors, BadShapes) {
 }
 
 // ---- the shared round function compiles as device code ----
-
-std::string ReadFile(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // NVRTC needs no GPU, so this runs everywhere: the header must compile as
 // CUDA C with no standard headers, exactly as the runtime embeds it.
