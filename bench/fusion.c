@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "jit_cases.h"
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
 #include "report.h"
@@ -47,27 +48,12 @@ static kiln_tree *broadcast(kiln_trace *t, const kiln_tree *a, void *u) {
   return kiln_tree_val(kiln_sub(t, kiln_mul(t, kiln_add(t, x, y), z), x));
 }
 
-static kiln_val *rows(kiln_trace *t, kiln_val *x, int max) {
-  int axis = 1;
-  kiln_val *r = max ? kiln_reduce_max(t, x, 1, &axis) : kiln_reduce_sum(t, x, 1, &axis);
-  int64_t shape[2] = {kiln_val_shape(x)[0], 1};
-  return kiln_reshape(t, r, 2, shape);
-}
-
-static kiln_tree *softmax(kiln_trace *t, const kiln_tree *a, void *u) {
-  (void)u;
-  kiln_val *x = leaf(a, 0);
-  kiln_val *e = kiln_exp(t, kiln_sub(t, x, rows(t, x, 1)));
-  return kiln_tree_val(kiln_div(t, e, rows(t, e, 0)));
-}
-
-static kiln_tree *layernorm(kiln_trace *t, const kiln_tree *a, void *u) {
-  (void)u;
-  kiln_val *x = leaf(a, 0);
-  double n = (double)kiln_val_shape(x)[1];
-  kiln_val *c = kiln_sub(t, x, kiln_div(t, rows(t, x, 0), kiln_scalar_f(t, n)));
-  kiln_val *var = kiln_div(t, rows(t, kiln_mul(t, c, c), 0), kiln_scalar_f(t, n));
-  return kiln_tree_val(kiln_mul(t, c, kiln_rsqrt(t, kiln_add(t, var, kiln_scalar_f(t, 1e-5)))));
+/* softmax and layernorm are the functions the jit tests check against
+ * jax.jit (tests/jit_cases.c), so the benchmark times verified code. */
+static kiln_fn verified_fn(const char *name) {
+  for (const jit_case *c = kJitCases; c->name; c++)
+    if (strcmp(c->name, name) == 0) return c->fn;
+  return NULL;
 }
 
 static kiln_tree *make_args(kiln_device *dev, const fusion_case *c) {
@@ -182,8 +168,10 @@ int main(int argc, char **argv) {
       char *sm = names[2 * (2 * k + dt)], *ln = names[2 * (2 * k + dt) + 1];
       snprintf(sm, 48, "softmax_%lld_%s", (long long)len, kiln_dtype_short_name(d));
       snprintf(ln, 48, "layernorm_%lld_%s", (long long)len, kiln_dtype_short_name(d));
-      cases[nc++] = (fusion_case){sm, softmax, d, 1, {2}, {{rows_n, len}}, (double)(rows_n * len)};
-      cases[nc++] = (fusion_case){ln, layernorm, d, 1, {2}, {{rows_n, len}}, (double)(rows_n * len)};
+      cases[nc++] = (fusion_case){sm, verified_fn("softmax"), d, 1, {2}, {{rows_n, len}},
+                                  (double)(rows_n * len)};
+      cases[nc++] = (fusion_case){ln, verified_fn("layernorm"), d, 1, {2}, {{rows_n, len}},
+                                  (double)(rows_n * len)};
     }
   kbench_report *r = NULL;
   kiln_status st = kbench_report_new("fusion", &r);
