@@ -144,6 +144,8 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool f
 void krt_compiled_release(kiln_compiled *c) {
   krt_fused_free(c->fused);
   c->fused = NULL;
+  krt_cuda_free(c->cuda);
+  c->cuda = NULL;
   krt_program_free(&c->p);
 }
 

@@ -202,6 +202,7 @@ static kiln_status krt_execute_unranged(const kiln_compiled *c, kiln_array *cons
   krt_call k = {.c = c, .args = args, .outs = outs};
   for (int i = 0; i < c->p.n_out; i++) outs[i] = NULL;
   kiln_status st = krt_check_args(c, args);
+  if (!st && c->cuda) return krt_cuda_execute(c, args, outs);
   if (!st) st = krt_call_alloc(&k);
   if (!st) st = krt_stage_inputs(&k);
   if (!st) st = krt_prepare_outputs(&k);

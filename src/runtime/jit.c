@@ -350,6 +350,7 @@ void kiln_lowered_free(kiln_lowered *l) {
  * reference executor runs it. */
 kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text) {
   if (!c || !text) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_compiled_as_text: NULL argument");
+  if (c->cuda) return krt_cuda_exec_text(c->cuda, c->p.prog, text);
   return c->fused ? krt_fused_text(c->fused, c->p.prog, text) : kir_print(c->p.prog, text);
 }
 

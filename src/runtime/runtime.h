@@ -19,6 +19,9 @@ typedef struct krt_buffer {
   uintptr_t ptr;
   size_t nbytes;
   void *ready;
+  /* What queued the last write ("jit(f)"), named when waiting for it fails:
+   * asynchronous errors surface at the next wait. */
+  char origin[48];
 } krt_buffer;
 
 /* How host data crosses to a device: through the device's pinned staging
@@ -223,12 +226,15 @@ struct kiln_lowered {
 };
 
 typedef struct krt_fused krt_fused;
+typedef struct krt_cuda_exec krt_cuda_exec;
 
 struct kiln_compiled {
   krt_program p;
   kiln_cost_analysis cost;
   kiln_memory_analysis memory;
-  krt_fused *fused; /* fused kernels for the device; NULL: the reference executor */
+  krt_fused *fused;    /* fused C kernels for a CPU device */
+  krt_cuda_exec *cuda; /* fused CUDA kernels for a GPU */
+  /* neither: the reference executor */
 };
 
 /* Resolves a host callback id through the program's table (user is its
@@ -238,6 +244,28 @@ kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in
 
 /* Frees what a compiled executable holds (not the struct itself). */
 void krt_compiled_release(kiln_compiled *c);
+
+/* ---- what the fused executors share (group_eval.c) ---- */
+struct kfuse_plan;
+struct kfuse_group;
+/* Host data of every constant and literal a plan's groups read or its
+ * program returns (data[v] per var; owned[v] when malloc'ed here). */
+typedef struct krt_consts {
+  int n;
+  void **data;
+  bool *owned;
+} krt_consts;
+kiln_status krt_consts_init(krt_consts *k, const struct kfuse_plan *plan, const kir_program *p);
+void krt_consts_free(krt_consts *k);
+/* The reference evaluators with c's host callbacks. */
+void krt_reference_env(const kiln_compiled *c, kir_eval_env *env);
+/* The host address of value v (the group's inputs and materialised outputs). */
+typedef void *(*krt_addr_fn)(void *user, kir_vid v);
+/* Runs group g's equations one by one on env's evaluators (plain f32/f64
+ * GEMMs through CBLAS); values internal to the group live in temporaries. */
+kiln_status krt_eval_group(const kir_program *p, const struct kfuse_plan *plan,
+                           const struct kfuse_group *g, const kir_eval_env *env, krt_addr_fn addr,
+                           void *user);
 
 /* ---- fused execution (fused.c) ---- */
 /* Plans, emits and compiles c's program for its device when the C target
@@ -256,6 +284,17 @@ void krt_codegen_free(struct krt_codegen *g);
 /* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
  * by NVRTC to a cubin (no device needed): the plan and the sources. */
 kiln_status krt_cuda_text(const kir_program *p, const bool *donated, int sm, char **text);
+
+/* ---- fused execution on CUDA devices (fused_cuda.c) ---- */
+/* Plans c's program for its GPU, compiles every kernel group through
+ * `cache` and loads it; sets c->cuda. */
+kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache);
+void krt_cuda_free(krt_cuda_exec *x);
+/* Enqueues a call (arguments already checked): outputs are allocated,
+ * donated inputs consumed, and each output's ready event recorded. */
+kiln_status krt_cuda_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs);
+/* The plan, each kernel's launch shape and source. */
+kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, char **text);
 
 /* Traces f for the signature into out (its program as traced). */
 kiln_status krt_trace(kiln_ctx *ctx, kiln_device *dev, const kiln_func *f, const krt_signature *sig,

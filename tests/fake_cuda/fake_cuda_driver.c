@@ -13,7 +13,11 @@
  *     context without one, an unknown or destroyed handle, and unbalanced
  *     context pushes or retains are errors;
  *   - kiln_fake_cuda_live_objects() counts what is still allocated, so tests
- *     can check that a context gives back everything it took.
+ *     can check that a context gives back everything it took;
+ *   - modules are checked to be cubins or PTX naming the kernels looked up;
+ *     a launched kernel computes nothing (there is no GPU), but when it
+ *     "runs" every pointer it was given (kiln's kernel ABI) must lie in a
+ *     live allocation; graphs of kernel nodes replay in insertion order.
  * A violation found while running stream work is reported on stderr and
  * becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a crashed kernel would.
  *
@@ -22,8 +26,11 @@
  * KILN_FAKE_CUDA_MEMORY_MB per device (512), KILN_FAKE_CUDA_VERSION (12080),
  * KILN_FAKE_CUDA_INIT_ERROR (a CUresult for cuInit to return, default 0),
  * KILN_FAKE_CUDA_NO_POOLS (1: devices without memory pools),
- * KILN_FAKE_CUDA_HIDE (an entry point cuGetProcAddress does not find), and
+ * KILN_FAKE_CUDA_HIDE (an entry point cuGetProcAddress does not find),
+ * KILN_FAKE_CUDA_KERNEL_FAULT (kernels whose name contains it fault when
+ * they run, as an illegal address would), and
  * KILN_FAKE_CUDA_FAIL* (below) to make one entry point fail. */
+#define _GNU_SOURCE /* memmem */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -39,7 +46,19 @@ struct CUctx_st {
   int retains;
 };
 
-typedef enum { FAKE_ALLOC, FAKE_FREE, FAKE_COPY, FAKE_WAIT } fake_op_kind;
+typedef enum { FAKE_ALLOC, FAKE_FREE, FAKE_COPY, FAKE_WAIT, FAKE_HOST_FN, FAKE_KERNEL } fake_op_kind;
+
+/* The fake knows kiln's kernel ABI (src/codegen/codegen.h): three parameters,
+ * a struct of FAKE_KILN_ARGS pointers by value, then begin and end as long
+ * long. That is how it copies a launch's parameters, as the driver does from
+ * the kernel's metadata, and checks every pointer when the kernel "runs". */
+#define FAKE_KILN_ARGS 64
+typedef struct fake_launch {
+  struct CUfunc_st *func;
+  unsigned grid[3], block[3], shared;
+  void *ptr[FAKE_KILN_ARGS];
+  long long begin, end;
+} fake_launch;
 
 typedef struct fake_op {
   fake_op_kind kind;
@@ -51,7 +70,47 @@ typedef struct fake_op {
   const char *what;           /* the call, for reports */
   struct CUstream_st *stream; /* FAKE_WAIT: the stream and position waited for */
   unsigned long long seq;
+  CUhostFn host_fn; /* FAKE_HOST_FN */
+  void *host_user;
+  fake_launch launch; /* FAKE_KERNEL */
 } fake_op;
+
+struct CUmod_st {
+  char *image;
+  size_t size;
+  bool unloaded;
+  struct CUmod_st *next;
+};
+
+struct CUfunc_st {
+  struct CUmod_st *module;
+  char name[256];
+  struct CUfunc_st *next;
+};
+
+struct CUgraphNode_st {
+  struct CUgraph_st *graph;
+  fake_launch launch;
+  struct CUgraphNode_st *next; /* in the graph, in insertion order */
+};
+
+struct CUgraph_st {
+  bool destroyed;
+  struct CUgraphNode_st *first, *last;
+  struct CUgraph_st *next;
+};
+
+typedef struct fake_exec_node {
+  struct CUgraphNode_st *node; /* the node it was instantiated from */
+  fake_launch launch;
+} fake_exec_node;
+
+struct CUgraphExec_st {
+  bool destroyed;
+  int n;
+  fake_exec_node *nodes;
+  struct CUgraphExec_st *next;
+};
 
 struct CUstream_st {
   int device;
@@ -105,6 +164,11 @@ static struct CUevent_st *fake_events;
 static struct CUmemPoolHandle_st *fake_pools;
 static fake_alloc *fake_allocs;
 static fake_host *fake_hosts;
+static struct CUmod_st *fake_modules;
+static struct CUfunc_st *fake_functions;
+static struct CUgraph_st *fake_graphs;
+static struct CUgraphExec_st *fake_execs;
+static unsigned long long fake_kernels_run, fake_graph_launches;
 static _Thread_local CUcontext fake_ctx_stack[16];
 static _Thread_local int fake_ctx_depth;
 
@@ -227,6 +291,23 @@ static void fake_pool_settle(struct CUmemPoolHandle_st *pool) {
 
 static CUresult fake_run(CUstream s, unsigned long long upto);
 
+/* A kernel "runs": every pointer it was given must lie in a live allocation
+ * of its device now (the data itself is not computed: there is no GPU). */
+static CUresult fake_kernel_run(const fake_launch *l, int device) {
+  const char *fault = getenv("KILN_FAKE_CUDA_KERNEL_FAULT");
+  if (fault && *fault && strstr(l->func->name, fault))
+    return fake_violation("kernel %s faulted (KILN_FAKE_CUDA_KERNEL_FAULT)", l->func->name);
+  if (l->begin < 0 || l->end < l->begin)
+    return fake_violation("kernel %s launched over items [%lld, %lld)", l->func->name, l->begin,
+                          l->end);
+  for (int i = 0; i < FAKE_KILN_ARGS; i++)
+    if (l->ptr[i] && !fake_range_live(l->ptr[i], 1, device))
+      return fake_violation("kernel %s: argument %d (%p) is not in a live allocation of device %d",
+                            l->func->name, i, l->ptr[i], device);
+  fake_kernels_run++;
+  return CUDA_SUCCESS;
+}
+
 static CUresult fake_execute(fake_op *op) {
   switch (op->kind) {
     case FAKE_ALLOC:
@@ -241,6 +322,11 @@ static CUresult fake_execute(fake_op *op) {
       return CUDA_SUCCESS;
     case FAKE_WAIT:
       return fake_run(op->stream, op->seq);
+    case FAKE_HOST_FN:
+      op->host_fn(op->host_user);
+      return CUDA_SUCCESS;
+    case FAKE_KERNEL:
+      return fake_kernel_run(&op->launch, op->dst_device);
     case FAKE_COPY:
       if (op->dst_device >= 0 && !fake_range_live(op->dst, op->n, op->dst_device))
         return fake_violation(
@@ -285,6 +371,7 @@ static const struct {
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
      "an illegal memory access was encountered"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -692,6 +779,283 @@ static CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdev
                    (const void *)(uintptr_t)src, src_ctx->device, n);
 }
 
+/* ---- host functions ---- */
+
+static CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fn) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  fake_op op = {.kind = FAKE_HOST_FN, .host_fn = fn, .host_user = user};
+  return fake_leave(fake_enqueue(s, op));
+}
+
+/* Exported too, for stand-ins of other libraries (tests/fake_cuda) that
+ * queue their work on a stream. fn runs under the fake's lock: like the
+ * driver, it must not call back into the driver. */
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
+  return fake_cuLaunchHostFunc(s, fn, user);
+}
+
+/* For those host functions: whether [p, p+n) lies in one live allocation of
+ * any device (the lock is already held while stream work runs). */
+int kiln_fake_cuda_range_live(const void *p, size_t n) {
+  for (int d = 0; d < fake_device_count(); d++)
+    if (fake_range_live(p, n, d)) return 1;
+  return 0;
+}
+
+/* ---- modules and kernels ---- */
+
+/* The byte size of a module image: an ELF cubin's section headers end it;
+ * PTX is text. */
+static size_t fake_image_size(const char *image) {
+  static const char elf[4] = {0x7f, 'E', 'L', 'F'};
+  if (memcmp(image, elf, 4) != 0) return strlen(image);
+  uint64_t shoff;
+  uint16_t shentsize, shnum;
+  memcpy(&shoff, image + 0x28, sizeof shoff);
+  memcpy(&shentsize, image + 0x3a, sizeof shentsize);
+  memcpy(&shnum, image + 0x3c, sizeof shnum);
+  return (size_t)(shoff + (uint64_t)shentsize * shnum);
+}
+
+static bool fake_module_ok(CUmodule m) {
+  for (struct CUmod_st *p = fake_modules; p; p = p->next)
+    if (p == m) return !p->unloaded;
+  return false;
+}
+
+static bool fake_function_ok(CUfunction f) {
+  for (struct CUfunc_st *p = fake_functions; p; p = p->next)
+    if (p == f) return fake_module_ok(p->module);
+  return false;
+}
+
+static CUresult fake_cuModuleLoadData(CUmodule *out, const void *image) {
+  FAKE_BEGIN(true);
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  if (!image) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  const char *text = image;
+  bool ptx = strstr(text, ".version") != NULL;
+  if (memcmp(text, "\177ELF", 4) != 0 && !ptx) return fake_leave(CUDA_ERROR_INVALID_IMAGE);
+  struct CUmod_st *m = calloc(1, sizeof *m);
+  size_t n = fake_image_size(text);
+  if (m) m->image = malloc(n);
+  if (!m || !m->image) {
+    free(m);
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  memcpy(m->image, text, n);
+  m->size = n;
+  m->next = fake_modules;
+  fake_modules = m;
+  *out = m;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuModuleUnload(CUmodule m) {
+  FAKE_BEGIN(true);
+  if (!fake_module_ok(m)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  m->unloaded = true;
+  free(m->image);
+  m->image = NULL;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* A kernel is found when its name, NUL-terminated, is in the image (the
+ * cubin's string table; PTX names it after .entry). */
+static CUresult fake_cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) {
+  FAKE_BEGIN(true);
+  if (!fake_module_ok(m)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  size_t len = strlen(name);
+  if (len >= sizeof ((struct CUfunc_st *)0)->name) return fake_leave(CUDA_ERROR_NOT_FOUND);
+  if (!memmem(m->image, m->size, name, len + 1) && !memmem(m->image, m->size, name, len))
+    return fake_leave(CUDA_ERROR_NOT_FOUND);
+  struct CUfunc_st *f = calloc(1, sizeof *f);
+  if (!f) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  f->module = m;
+  memcpy(f->name, name, len + 1);
+  f->next = fake_functions;
+  fake_functions = f;
+  *out = f;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* Checks a launch's shape and copies its parameters (kiln's ABI). */
+static CUresult fake_launch_make(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                                 unsigned shared, void **params, void **extra, fake_launch *out) {
+  if (!fake_function_ok(f)) return CUDA_ERROR_INVALID_HANDLE;
+  unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
+  if (!params || extra || threads == 0 || threads > 1024 || grid[0] == 0 || grid[1] == 0 ||
+      grid[2] == 0 || grid[1] > 65535 || grid[2] > 65535 || shared > 48 * 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  *out = (fake_launch){.func = f, .shared = shared};
+  memcpy(out->grid, grid, sizeof out->grid);
+  memcpy(out->block, block, sizeof out->block);
+  memcpy(out->ptr, params[0], sizeof out->ptr);
+  memcpy(&out->begin, params[1], sizeof out->begin);
+  memcpy(&out->end, params[2], sizeof out->end);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    CUstream s, void **params, void **extra) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (fake_current_device() != s->device) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_op op = {.kind = FAKE_KERNEL, .dst_device = s->device};
+  CUresult rc = fake_launch_make(f, (unsigned[]){gx, gy, gz}, (unsigned[]){bx, by, bz}, shared,
+                                 params, extra, &op.launch);
+  if (rc == CUDA_SUCCESS) rc = fake_enqueue(s, op);
+  return fake_leave(rc);
+}
+
+/* ---- graphs (kernel nodes only, run in insertion order) ---- */
+
+static bool fake_graph_ok(CUgraph g) {
+  for (struct CUgraph_st *p = fake_graphs; p; p = p->next)
+    if (p == g) return !p->destroyed;
+  return false;
+}
+
+static bool fake_exec_ok(CUgraphExec e) {
+  for (struct CUgraphExec_st *p = fake_execs; p; p = p->next)
+    if (p == e) return !p->destroyed;
+  return false;
+}
+
+static CUresult fake_cuGraphCreate(CUgraph *out, unsigned int flags) {
+  FAKE_BEGIN(true);
+  if (flags != 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUgraph_st *g = calloc(1, sizeof *g);
+  if (!g) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  g->next = fake_graphs;
+  fake_graphs = g;
+  *out = g;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static void fake_graph_free_nodes(struct CUgraph_st *g) {
+  for (struct CUgraphNode_st *n = g->first, *next; n; n = next) {
+    next = n->next;
+    free(n);
+  }
+  g->first = g->last = NULL;
+}
+
+static CUresult fake_cuGraphDestroy(CUgraph g) {
+  FAKE_BEGIN(true);
+  if (!fake_graph_ok(g)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  g->destroyed = true;
+  fake_graph_free_nodes(g);
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static bool fake_node_in(const struct CUgraph_st *g, CUgraphNode node) {
+  for (struct CUgraphNode_st *n = g->first; n; n = n->next)
+    if (n == node) return true;
+  return false;
+}
+
+static CUresult fake_launch_of(const CUDA_KERNEL_NODE_PARAMS *p, fake_launch *out) {
+  if (p->kern || p->ctx) return CUDA_ERROR_INVALID_VALUE; /* kiln passes func */
+  return fake_launch_make(p->func, (unsigned[]){p->gridDimX, p->gridDimY, p->gridDimZ},
+                          (unsigned[]){p->blockDimX, p->blockDimY, p->blockDimZ},
+                          p->sharedMemBytes, p->kernelParams, p->extra, out);
+}
+
+/* Nodes run in insertion order, so each must come after its dependencies. */
+static CUresult fake_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                                          size_t n_deps, const CUDA_KERNEL_NODE_PARAMS *p) {
+  FAKE_BEGIN(true);
+  if (!fake_graph_ok(g)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  for (size_t i = 0; i < n_deps; i++)
+    if (!fake_node_in(g, deps[i])) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUgraphNode_st *n = calloc(1, sizeof *n);
+  if (!n) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  CUresult rc = fake_launch_of(p, &n->launch);
+  if (rc != CUDA_SUCCESS) {
+    free(n);
+    return fake_leave(rc);
+  }
+  n->graph = g;
+  if (g->last)
+    g->last->next = n;
+  else
+    g->first = n;
+  g->last = n;
+  *out = n;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g,
+                                                 unsigned long long flags) {
+  FAKE_BEGIN(true);
+  if (!fake_graph_ok(g)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (flags != 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUgraphExec_st *e = calloc(1, sizeof *e);
+  int n = 0;
+  for (struct CUgraphNode_st *p = g->first; p; p = p->next) n++;
+  if (e) e->nodes = calloc((size_t)(n ? n : 1), sizeof *e->nodes);
+  if (!e || !e->nodes) {
+    free(e);
+    return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  for (struct CUgraphNode_st *p = g->first; p; p = p->next)
+    e->nodes[e->n++] = (fake_exec_node){p, p->launch};
+  e->next = fake_execs;
+  fake_execs = e;
+  *out = e;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS *p) {
+  FAKE_BEGIN(true);
+  if (!fake_exec_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  for (int i = 0; i < e->n; i++) {
+    if (e->nodes[i].node != node) continue;
+    fake_launch l;
+    CUresult rc = fake_launch_of(p, &l);
+    if (rc == CUDA_SUCCESS && l.func != e->nodes[i].launch.func) rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) e->nodes[i].launch = l;
+    return fake_leave(rc);
+  }
+  return fake_leave(CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUresult fake_cuGraphLaunch(CUgraphExec e, CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_exec_ok(e) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  CUresult rc = CUDA_SUCCESS;
+  for (int i = 0; i < e->n && rc == CUDA_SUCCESS; i++) {
+    fake_op op = {.kind = FAKE_KERNEL, .dst_device = s->device, .launch = e->nodes[i].launch};
+    rc = fake_enqueue(s, op);
+  }
+  if (rc == CUDA_SUCCESS) fake_graph_launches++;
+  return fake_leave(rc);
+}
+
+static CUresult fake_cuGraphExecDestroy(CUgraphExec e) {
+  FAKE_BEGIN(true);
+  if (!fake_exec_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  e->destroyed = true;
+  free(e->nodes);
+  e->nodes = NULL;
+  e->n = 0;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* Kernels that have run (their pointers checked) and graphs launched. */
+void kiln_fake_cuda_kernel_counts(unsigned long long *kernels_run,
+                                  unsigned long long *graph_launches) {
+  pthread_mutex_lock(&fake_lock);
+  if (kernels_run) *kernels_run = fake_kernels_run;
+  if (graph_launches) *graph_launches = fake_graph_launches;
+  pthread_mutex_unlock(&fake_lock);
+}
+
 /* ---- entry points ---- */
 
 static const struct {
@@ -734,6 +1098,18 @@ static const struct {
     {"cuMemcpyDtoHAsync", 3020, (void *)fake_cuMemcpyDtoHAsync},
     {"cuMemcpyDtoDAsync", 3020, (void *)fake_cuMemcpyDtoDAsync},
     {"cuMemcpyPeerAsync", 4000, (void *)fake_cuMemcpyPeerAsync},
+    {"cuLaunchHostFunc", 10000, (void *)fake_cuLaunchHostFunc},
+    {"cuModuleLoadData", 2000, (void *)fake_cuModuleLoadData},
+    {"cuModuleUnload", 2000, (void *)fake_cuModuleUnload},
+    {"cuModuleGetFunction", 2000, (void *)fake_cuModuleGetFunction},
+    {"cuLaunchKernel", 4000, (void *)fake_cuLaunchKernel},
+    {"cuGraphCreate", 10000, (void *)fake_cuGraphCreate},
+    {"cuGraphDestroy", 10000, (void *)fake_cuGraphDestroy},
+    {"cuGraphAddKernelNode", 12000, (void *)fake_cuGraphAddKernelNode},
+    {"cuGraphInstantiateWithFlags", 11040, (void *)fake_cuGraphInstantiateWithFlags},
+    {"cuGraphExecKernelNodeSetParams", 12000, (void *)fake_cuGraphExecKernelNodeSetParams},
+    {"cuGraphLaunch", 10000, (void *)fake_cuGraphLaunch},
+    {"cuGraphExecDestroy", 10000, (void *)fake_cuGraphExecDestroy},
 };
 
 /* As the driver: the newest ABI not newer than the requested version, a NULL
@@ -771,12 +1147,16 @@ int kiln_fake_cuda_live_objects(int verbose) {
   for (fake_alloc *a = fake_allocs; a; a = a->next) allocs += a->state != FAKE_FREED;
   for (fake_host *h = fake_hosts; h; h = h->next) hosts++;
   for (int i = 0; i < FAKE_MAX_DEVICES; i++) retains += fake_primary[i].retains;
-  n = streams + events + pools + allocs + hosts + retains;
+  int modules = 0, graphs = 0;
+  for (struct CUmod_st *m = fake_modules; m; m = m->next) modules += !m->unloaded;
+  for (struct CUgraph_st *g = fake_graphs; g; g = g->next) graphs += !g->destroyed;
+  for (struct CUgraphExec_st *e = fake_execs; e; e = e->next) graphs += !e->destroyed;
+  n = streams + events + pools + allocs + hosts + retains + modules + graphs;
   if (verbose && n)
     fprintf(stderr,
             "fake libcuda: live: %d streams, %d events, %d pools, %d device allocations, %d "
-            "pinned buffers, %d primary context retains\n",
-            streams, events, pools, allocs, hosts, retains);
+            "pinned buffers, %d primary context retains, %d modules, %d graphs\n",
+            streams, events, pools, allocs, hosts, retains, modules, graphs);
   pthread_mutex_unlock(&fake_lock);
   return n;
 }

@@ -142,6 +142,8 @@ out:
   if (st) kcuda_drain_copy_stream(d);
   pthread_mutex_unlock(&d->staging_lock);
   kcuda_leave(d);
+  if (st && src->origin[0])
+    return kcore_fail_wrap(st, "downloading %zu bytes written by %s", nbytes, src->origin);
   if (st) return kcore_fail_wrap(st, "downloading %zu bytes", nbytes);
   return KILN_OK;
 }

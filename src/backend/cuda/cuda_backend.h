@@ -68,7 +68,19 @@
   X(cuMemcpyHtoDAsync, 3020)          \
   X(cuMemcpyDtoHAsync, 3020)          \
   X(cuMemcpyDtoDAsync, 3020)          \
-  X(cuMemcpyPeerAsync, 4000)
+  X(cuMemcpyPeerAsync, 4000)          \
+  X(cuLaunchHostFunc, 10000)          \
+  X(cuModuleLoadData, 2000)           \
+  X(cuModuleUnload, 2000)             \
+  X(cuModuleGetFunction, 2000)        \
+  X(cuLaunchKernel, 4000)             \
+  X(cuGraphCreate, 10000)             \
+  X(cuGraphDestroy, 10000)            \
+  X(cuGraphAddKernelNode, 12000)      \
+  X(cuGraphInstantiateWithFlags, 11040) \
+  X(cuGraphExecKernelNodeSetParams, 12000) \
+  X(cuGraphLaunch, 10000)             \
+  X(cuGraphExecDestroy, 10000)
 
 typedef struct kcuda_driver {
   void *library; /* the dlopen handle */
@@ -220,6 +232,54 @@ kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, s
                            krt_copy_mode mode);
 kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_dev,
                        const krt_buffer *src, size_t nbytes);
+
+/* ---- kernels, launches and graphs (launch.c) ---- */
+
+/* One compiled kernel loaded on a device: its module and entry point. */
+typedef struct kcuda_kernel {
+  CUmodule module;
+  CUfunction fn;
+} kcuda_kernel;
+
+/* Loads `image` (a cubin or PTX) and finds kernel `name` in it. A module the
+ * driver rejects is KILN_ERR_COMPILE naming the kernel and the device. Call
+ * inside kcuda_enter. */
+kiln_status kcuda_kernel_load(kcuda_device *d, const void *image, const char *name,
+                              kcuda_kernel *out);
+/* Unloads the module (logs a failure; call inside kcuda_enter). */
+void kcuda_kernel_unload(kcuda_device *d, kcuda_kernel *k);
+
+/* One launch: a 1-D grid of 1-D blocks, no dynamic shared memory, and the
+ * kernel's parameters as cuLaunchKernel takes them. `name` is for messages. */
+typedef struct kcuda_launch {
+  CUfunction fn;
+  const char *name;
+  unsigned grid, block;
+  void **params;
+} kcuda_launch;
+
+/* Queues the launch on `stream`; a failure names the kernel and its shape. */
+kiln_status kcuda_launch_kernel(kcuda_device *d, CUstream stream, const kcuda_launch *l);
+
+/* Runs fn(user) on the host once the stream's earlier work is done; fn must
+ * not call the driver. */
+kiln_status kcuda_launch_host(kcuda_device *d, CUstream stream, CUhostFn fn, void *user);
+
+/* A chain of kernel launches instantiated as a CUDA graph: replayed with one
+ * call, each node's parameters updatable between replays. */
+typedef struct kcuda_graph {
+  CUgraph graph;
+  CUgraphExec exec;
+  int n;
+  CUgraphNode *nodes;
+} kcuda_graph;
+
+/* Builds and instantiates the chain l[0] -> l[1] -> ... (inside kcuda_enter). */
+kiln_status kcuda_graph_build(kcuda_device *d, int n, const kcuda_launch *l, kcuda_graph *out);
+/* Gives node i the parameters of l (same kernel and shape). */
+kiln_status kcuda_graph_update(kcuda_device *d, kcuda_graph *g, int i, const kcuda_launch *l);
+kiln_status kcuda_graph_launch(kcuda_device *d, kcuda_graph *g, CUstream stream);
+void kcuda_graph_destroy(kcuda_device *d, kcuda_graph *g);
 
 /* ---- NVRTC ---- */
 

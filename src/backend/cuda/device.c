@@ -130,6 +130,7 @@ static kiln_status kcuda_wait(kiln_device *dev, const krt_buffer *buf) {
   KCUDA_CU(d->drv, d->where, cuEventSynchronize, ((CUevent)buf->ready), out);
 out:
   kcuda_leave(d);
+  if (st && buf->origin[0]) kcore_fail_wrap(st, "waiting for the work of %s", buf->origin);
   return st;
 }
 

@@ -1,0 +1,543 @@
+/* Fused execution on CUDA devices. The fusion plan's LOOP, REDUCE and ROW
+ * groups become CUDA kernels (emitted for the device's compute capability,
+ * compiled by NVRTC through the kernel cache, loaded once per executable);
+ * the other groups, and any the emitter declines, are host steps: their
+ * inputs come down, the reference evaluators run, their outputs go back up.
+ *
+ * A call only enqueues: it orders the compute stream after its inputs'
+ * writes, allocates its outputs stream-ordered, launches, and records each
+ * output's ready event; waits happen in to_host / block_until_ready (host
+ * steps excepted, which wait for their inputs). Temporaries live in one
+ * arena per executable, allocated at the first call and kept: calls of one
+ * executable are serialised on the device's compute stream, so they can
+ * share it, and kernels that touch only temporaries keep the same
+ * parameters from call to call. From the second call on, a program of
+ * several kernels and nothing else is replayed as a CUDA graph whose nodes
+ * are updated only where an input or output address changed. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_backend.h"
+#include "codegen/codegen.h"
+#include "fuse/fuse.h"
+#include "runtime/runtime.h"
+
+/* Blocks per multiprocessor a grid-stride kernel is launched with at most:
+ * enough to fill every SM several times over; the kernel strides past it. */
+#define KRT_CUDA_BLOCKS_PER_SM 32
+
+typedef enum krt_cstep_kind { KRT_CSTEP_KERNEL, KRT_CSTEP_HOST } krt_cstep_kind;
+
+typedef struct krt_cstep {
+  krt_cstep_kind kind;
+  const kfuse_group *g;
+  char *name;   /* the kernel's symbol */
+  char *source; /* its CUDA C, for as_text */
+  kcuda_kernel kernel;
+  unsigned grid, block;
+  int node; /* its node in the graph, -1 when not launched (no work items) */
+} krt_cstep;
+
+struct krt_cuda_exec {
+  kiln_device *dev;
+  kfuse_plan *plan;
+  int n_steps;
+  krt_cstep *steps;
+  int n_nodes;    /* kernel steps with work */
+  bool graphable; /* several kernels and nothing else */
+  krt_consts consts;
+  krt_buffer *const_dev; /* per var: the device copy of a constant kernels read */
+  pthread_mutex_t mu;    /* one call at a time enqueues (arena, graph) */
+  krt_buffer arena;
+  unsigned long long calls;
+  kcuda_graph graph;
+  kiln_kernel_args *node_args; /* per node: the arguments it holds */
+  char label[48];              /* "jit(f)", for messages and buffers' origin */
+};
+
+/* ---- building ---- */
+
+typedef struct krt_nvrtc_job {
+  const char *name, *source, *arch;
+} krt_nvrtc_job;
+
+static kiln_status krt_nvrtc_build(void *user, void **blob, size_t *size) {
+  const krt_nvrtc_job *j = user;
+  char *cubin = NULL;
+  kiln_status st = kcuda_nvrtc_compile(j->name, j->source, &j->arch, 1, true, &cubin, size);
+  *blob = cubin;
+  return st;
+}
+
+/* Keeps the source of a kernel that does not compile where the user can
+ * read it: the dump directory, else the temporary directory. */
+static void krt_cuda_dump_failed(const kiln_ctx *ctx, const char *name, const char *source) {
+  const char *dir = ctx->config.opts.dump_dir;
+  if (!dir || !*dir) dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.cu", dir, name);
+  char *log = kcore_strdup(kiln_last_error());
+  if (log && krt_kcache_write_file(path, source, strlen(source), false) == KILN_OK)
+    kcore_fail(KILN_ERR_COMPILE, "%s\n(the kernel's source is in %s)", log, path);
+  else if (log)
+    kcore_fail(KILN_ERR_COMPILE, "%s", log);
+  free(log);
+}
+
+/* The cubin of kernel k for sm_<sm>, from the cache or NVRTC. */
+static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_kernel *k, int sm,
+                                  const void **cubin) {
+  char arch[32], target[16], compiler[32];
+  int major = 0, minor = 0;
+  snprintf(arch, sizeof arch, "-arch=sm_%d", sm);
+  snprintf(target, sizeof target, "sm_%d", sm);
+  nvrtcVersion(&major, &minor);
+  snprintf(compiler, sizeof compiler, "nvrtc %d.%d", major, minor);
+  const char *opts[1] = {arch};
+  krt_kcache_key_parts parts = {k->source, strlen(k->source), target, compiler, opts, 1};
+  krt_kcache_key key;
+  krt_kcache_key_make(&parts, &key);
+  krt_nvrtc_job job = {k->name, k->source, arch};
+  size_t size = 0;
+  kiln_status st = krt_kcache_get_or_build(cache, &key, krt_nvrtc_build, &job, cubin, &size);
+  if (st == KILN_ERR_COMPILE) krt_cuda_dump_failed(ctx, k->name, k->source);
+  return st;
+}
+
+static unsigned krt_cuda_grid(const kiln_device *dev, const kcg_kernel *k) {
+  int64_t need = (k->n_items + k->items_per_block - 1) / k->items_per_block;
+  int64_t cap = (int64_t)(dev->info.multiprocessors > 0 ? dev->info.multiprocessors : 1) *
+                KRT_CUDA_BLOCKS_PER_SM;
+  return (unsigned)(need < 1 ? 1 : need < cap ? need : cap);
+}
+
+/* Emits, compiles and loads one kernel group; a group the emitter declines
+ * becomes a host step. */
+static kiln_status krt_cstep_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
+                                   const kir_program *p, const kfuse_group *grp, krt_cstep *s) {
+  s->g = grp;
+  s->node = -1;
+  s->kind = KRT_CSTEP_HOST;
+  if (grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
+    return KILN_OK;
+  kiln_device_info *info = &x->dev->info;
+  kcg_target_info target = {KCG_TARGET_CUDA, info->compute_major * 10 + info->compute_minor};
+  kcg_kernel k;
+  kiln_status st = kcg_emit(p, grp, &target, &k);
+  if (st == KILN_ERR_UNIMPLEMENTED) {
+    KRT_LOG(ctx, KILN_LOG_DEBUG, "fuse: a %s group runs on the host: %s",
+            kfuse_kind_name(grp->kind), kiln_last_error());
+    kiln_clear_error();
+    return KILN_OK;
+  }
+  if (st) return st;
+  const void *cubin = NULL;
+  kcuda_device *d = kcuda_impl(x->dev);
+  if (!(st = krt_cuda_cubin(ctx, cache, &k, target.sm, &cubin)) && !(st = kcuda_enter(d))) {
+    st = kcuda_kernel_load(d, cubin, k.name, &s->kernel);
+    kcuda_leave(d);
+  }
+  if (!st) {
+    s->kind = KRT_CSTEP_KERNEL;
+    s->grid = krt_cuda_grid(x->dev, &k);
+    s->block = (unsigned)k.block_threads;
+    s->name = k.name;
+    s->source = k.source;
+    k.name = k.source = NULL;
+    if (grp->n_items > 0) s->node = x->n_nodes++;
+  }
+  kcg_kernel_free(&k);
+  return st;
+}
+
+/* Device copies of the constants kernels read and of constant outputs
+ * (literals a kernel reads are inlined into its source). */
+static kiln_status krt_cuda_upload_consts(krt_cuda_exec *x, const kir_program *p) {
+  if (!(x->const_dev = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *x->const_dev)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  bool *need = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *need);
+  if (!need) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  for (int i = 0; i < x->n_steps; i++) {
+    const kfuse_group *g = x->steps[i].g;
+    if (x->steps[i].kind == KRT_CSTEP_KERNEL)
+      for (int j = 0; j < g->n_in - g->n_in_literals; j++) need[g->in[j]] = true;
+  }
+  for (int k = 0; k < p->n_outvars; k++) need[p->outvars[k]] = true;
+  kiln_status st = KILN_OK;
+  for (kir_vid v = 0; v < p->n_vars && !st; v++) {
+    if (!need[v] || x->plan->places[v].home != KFUSE_HOME_CONST) continue;
+    const kir_aval *a = kir_var_aval(p, v);
+    size_t nb = (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype);
+    st = x->dev->ops->alloc(x->dev, nb, &x->const_dev[v]);
+    if (!st && nb)
+      st = x->dev->ops->upload(x->dev, &x->const_dev[v], x->consts.data[v], nb, KRT_COPY_STAGED);
+    /* Once, at compile time, so that calls need not order after it. */
+    if (!st && nb) st = x->dev->ops->wait(x->dev, &x->const_dev[v]);
+  }
+  free(need);
+  return st;
+}
+
+void krt_cuda_free(krt_cuda_exec *x) {
+  if (!x) return;
+  kcuda_device *d = kcuda_impl(x->dev);
+  bool entered = kcuda_enter(d) == KILN_OK;
+  if (!entered) kiln_clear_error();
+  kcuda_graph_destroy(d, &x->graph);
+  for (int i = 0; i < x->n_steps; i++) {
+    if (entered) kcuda_kernel_unload(d, &x->steps[i].kernel);
+    free(x->steps[i].name);
+    free(x->steps[i].source);
+  }
+  if (entered) kcuda_leave(d);
+  for (int v = 0; x->const_dev && v < x->plan->n_places; v++)
+    if (x->const_dev[v].ptr) x->dev->ops->release(x->dev, &x->const_dev[v]);
+  if (x->arena.ptr) x->dev->ops->release(x->dev, &x->arena);
+  free(x->const_dev);
+  free(x->node_args);
+  free(x->steps);
+  krt_consts_free(&x->consts);
+  kfuse_plan_free(x->plan);
+  pthread_mutex_destroy(&x->mu);
+  free(x);
+}
+
+kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
+  kiln_ctx *ctx = c->p.ctx;
+  const kir_program *p = c->p.prog;
+  krt_cuda_exec *x = calloc(1, sizeof *x);
+  if (!x) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  pthread_mutex_init(&x->mu, NULL);
+  x->dev = c->p.dev;
+  snprintf(x->label, sizeof x->label, "jit(%s)", c->p.f && c->p.f->name ? c->p.f->name : "program");
+  kfuse_options fo;
+  kfuse_options_default(&fo);
+  fo.fuse = ctx->config.opts.executor != KILN_EXECUTOR_UNFUSED;
+  kiln_status st = kfuse_plan_build(p, &fo, c->p.donated, &x->plan);
+  if (!st && !(x->steps = calloc((size_t)(x->plan->n_groups + 1), sizeof *x->steps)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  for (int i = 0; !st && i < x->plan->n_groups; i++, x->n_steps++)
+    st = krt_cstep_build(x, ctx, cache, p, &x->plan->groups[i], &x->steps[i]);
+  if (!st && !(x->node_args = calloc((size_t)(x->n_nodes + 1), sizeof *x->node_args)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  if (!st) st = krt_consts_init(&x->consts, x->plan, p);
+  if (!st) st = krt_cuda_upload_consts(x, p);
+  if (st) {
+    krt_cuda_free(x);
+    return kcore_fail_wrap(st, "fusing %s for %s", c->p.f ? c->p.f->name : "program",
+                           c->p.dev->info.name);
+  }
+  x->graphable = x->n_nodes >= 2;
+  for (int i = 0; i < x->n_steps; i++) x->graphable &= x->steps[i].kind == KRT_CSTEP_KERNEL;
+  c->cuda = x;
+  return KILN_OK;
+}
+
+kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, char **text) {
+  char *plan = NULL;
+  kiln_status st = kfuse_plan_print(x->plan, p, &plan);
+  if (st) return st;
+  kcg_buf buf = {0};
+  kcg_buf_add(&buf, plan);
+  for (int i = 0; i < x->n_steps; i++) {
+    const krt_cstep *s = &x->steps[i];
+    if (s->kind == KRT_CSTEP_KERNEL)
+      kcg_buf_addf(&buf, "\n/* ---- group %d: %s, grid %u x block %u ---- */\n%s", i, s->name,
+                   s->grid, s->block, s->source);
+    else
+      kcg_buf_addf(&buf, "\n/* ---- group %d (%s): host step ---- */\n", i,
+                   kfuse_kind_name(s->g->kind));
+  }
+  free(plan);
+  if (buf.oom) {
+    kcg_buf_free(&buf);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "as_text: out of host memory");
+  }
+  *text = buf.s;
+  return KILN_OK;
+}
+
+/* ---- running ---- */
+
+typedef struct krt_crun {
+  const kiln_compiled *c;
+  krt_cuda_exec *x;
+  kcuda_device *d;
+  kiln_array *const *args;
+  kiln_array **outs;
+  CUdeviceptr *out_ptr; /* per program output: where it is written */
+} krt_crun;
+
+static CUdeviceptr krt_cuda_addr(const krt_crun *r, kir_vid v) {
+  kfuse_place pl = r->x->plan->places[v];
+  switch (pl.home) {
+    case KFUSE_HOME_INPUT: return (CUdeviceptr)r->args[pl.index]->buf.ptr;
+    case KFUSE_HOME_CONST: return (CUdeviceptr)r->x->const_dev[v].ptr;
+    case KFUSE_HOME_OUTPUT: return r->out_ptr[pl.index];
+    case KFUSE_HOME_SLOT:
+      return (CUdeviceptr)(r->x->arena.ptr + r->x->plan->slot_offset[pl.index]);
+    default: return 0;
+  }
+}
+
+static void krt_cstep_args(const krt_crun *r, const kfuse_group *g, kiln_kernel_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < g->n_in - g->n_in_literals; i++)
+    a->ptr[i] = (void *)(uintptr_t)krt_cuda_addr(r, g->in[i]);
+  for (int i = 0; i < g->n_out; i++)
+    a->ptr[g->n_in + i] = (void *)(uintptr_t)krt_cuda_addr(r, g->out[i]);
+}
+
+/* The launch of step s with arguments a; begin/end must outlive it. */
+static kcuda_launch krt_cstep_launch(const krt_cstep *s, kiln_kernel_args *a, long long *range,
+                                     void **params) {
+  range[0] = 0;
+  range[1] = s->g->n_items;
+  params[0] = a;
+  params[1] = &range[0];
+  params[2] = &range[1];
+  return (kcuda_launch){s->kernel.fn, s->name, s->grid, s->block, params};
+}
+
+static kiln_status krt_cstep_kernel(const krt_crun *r, const krt_cstep *s) {
+  if (s->node < 0) return KILN_OK;
+  kiln_kernel_args a;
+  long long range[2];
+  void *params[3];
+  krt_cstep_args(r, s->g, &a);
+  kcuda_launch l = krt_cstep_launch(s, &a, range, params);
+  return kcuda_launch_kernel(r->d, r->d->compute, &l);
+}
+
+/* ---- host steps ---- */
+
+typedef struct krt_host_view {
+  const kir_program *p;
+  void **data; /* per var: its host copy */
+} krt_host_view;
+
+static void *krt_host_addr(void *user, kir_vid v) { return ((krt_host_view *)user)->data[v]; }
+
+static size_t krt_var_bytes(const kir_program *p, kir_vid v) {
+  const kir_aval *a = kir_var_aval(p, v);
+  return (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype);
+}
+
+/* Host copies of the values group g reads (constants in place) and room
+ * for the values it writes. */
+static kiln_status krt_host_fetch(const krt_crun *r, const kfuse_group *g, krt_host_view *h,
+                                  bool *owned) {
+  kiln_status st = KILN_OK;
+  const kcuda_device *d = r->d;
+  for (int pass = 0; pass < 2; pass++) {
+    int n = pass ? g->n_out : g->n_in;
+    const kir_vid *vs = pass ? g->out : g->in;
+    for (int i = 0; i < n; i++) {
+      kir_vid v = vs[i];
+      if (h->data[v]) continue;
+      if (!pass && r->x->plan->places[v].home == KFUSE_HOME_CONST) {
+        h->data[v] = r->x->consts.data[v];
+        continue;
+      }
+      size_t nb = krt_var_bytes(h->p, v);
+      if (!(h->data[v] = malloc(nb ? nb : 1)))
+        return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory for %zu bytes", nb);
+      owned[v] = true;
+      if (!pass && nb)
+        KCUDA_CU(d->drv, d->where, cuMemcpyDtoHAsync, (h->data[v], krt_cuda_addr(r, v), nb,
+                                                       d->compute), out);
+    }
+  }
+  KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), out);
+out:
+  return st;
+}
+
+static kiln_status krt_host_store(const krt_crun *r, const kfuse_group *g, krt_host_view *h) {
+  kiln_status st = KILN_OK;
+  const kcuda_device *d = r->d;
+  for (int i = 0; i < g->n_out; i++) {
+    size_t nb = krt_var_bytes(h->p, g->out[i]);
+    CUdeviceptr to = krt_cuda_addr(r, g->out[i]);
+    if (nb && to)
+      KCUDA_CU(d->drv, d->where, cuMemcpyHtoDAsync, (to, h->data[g->out[i]], nb, d->compute), out);
+  }
+  /* The host copies are freed next: the uploads must have read them. */
+  KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), out);
+out:
+  return st;
+}
+
+/* A group on the host: waits for its inputs, evaluates, uploads. */
+static kiln_status krt_cstep_host(const krt_crun *r, const krt_cstep *s) {
+  const kir_program *p = r->c->p.prog;
+  size_t n = (size_t)(p->n_vars ? p->n_vars : 1);
+  krt_host_view h = {p, calloc(n, sizeof(void *))};
+  bool *owned = calloc(n, sizeof *owned);
+  kiln_status st = !h.data || !owned
+                       ? kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory")
+                       : krt_host_fetch(r, s->g, &h, owned);
+  kir_eval_env env;
+  krt_reference_env(r->c, &env);
+  if (!st) st = krt_eval_group(p, r->x->plan, s->g, &env, krt_host_addr, &h);
+  if (!st) st = krt_host_store(r, s->g, &h);
+  for (size_t v = 0; owned && v < n; v++)
+    if (owned[v]) free(h.data[v]);
+  free(h.data);
+  free(owned);
+  return st;
+}
+
+/* ---- a call ---- */
+
+/* Replays the graph, updating the nodes whose arguments changed. */
+static kiln_status krt_cuda_replay(const krt_crun *r) {
+  krt_cuda_exec *x = r->x;
+  kcuda_launch *l = calloc((size_t)x->n_nodes, sizeof *l);
+  long long (*range)[2] = calloc((size_t)x->n_nodes, sizeof *range);
+  void *(*params)[3] = calloc((size_t)x->n_nodes, sizeof *params);
+  kiln_kernel_args *a = calloc((size_t)x->n_nodes, sizeof *a);
+  kiln_status st = KILN_OK;
+  if (!l || !range || !params || !a) {
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
+    goto done;
+  }
+  for (int i = 0; i < x->n_steps; i++) {
+    const krt_cstep *s = &x->steps[i];
+    if (s->node < 0) continue;
+    krt_cstep_args(r, s->g, &a[s->node]);
+    l[s->node] = krt_cstep_launch(s, &a[s->node], range[s->node], params[s->node]);
+  }
+  if (!x->graph.exec) {
+    st = kcuda_graph_build(r->d, x->n_nodes, l, &x->graph);
+    if (!st) memcpy(x->node_args, a, (size_t)x->n_nodes * sizeof *a);
+  } else {
+    for (int i = 0; i < x->n_nodes && !st; i++) {
+      if (!memcmp(&a[i], &x->node_args[i], sizeof *a)) continue;
+      st = kcuda_graph_update(r->d, &x->graph, i, &l[i]);
+      if (!st) x->node_args[i] = a[i];
+    }
+  }
+  if (!st) st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
+done:
+  free(l);
+  free(range);
+  free(params);
+  free(a);
+  return st;
+}
+
+static kiln_status krt_cuda_steps(const krt_crun *r) {
+  krt_cuda_exec *x = r->x;
+  if (x->graphable && x->calls > 0) return krt_cuda_replay(r);
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < x->n_steps && !st; i++) {
+    const krt_cstep *s = &x->steps[i];
+    st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s) : krt_cstep_host(r, s);
+    if (st) kcore_fail_wrap(st, "%s, step %d (%s)", x->label, i,
+                            s->name ? s->name : kfuse_kind_name(s->g->kind));
+  }
+  return st;
+}
+
+/* Program outputs the plan did not write in place (inputs, constants,
+ * repeated outputs) are copied, inputs first as donation needs. */
+static kiln_status krt_cuda_copy_outputs(const krt_crun *r) {
+  const kir_program *p = r->c->p.prog;
+  const kcuda_device *d = r->d;
+  kiln_status st = KILN_OK;
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < p->n_outvars; k++) {
+      kir_vid v = p->outvars[k];
+      kfuse_place pl = r->x->plan->places[v];
+      size_t nb = krt_var_bytes(p, v);
+      if ((pl.home == KFUSE_HOME_OUTPUT && pl.index == k) || nb == 0 ||
+          (pl.home == KFUSE_HOME_INPUT) != (pass == 0))
+        continue;
+      CUdeviceptr src = krt_cuda_addr(r, v);
+      if (src != r->out_ptr[k])
+        KCUDA_CU(d->drv, d->where, cuMemcpyDtoDAsync, (r->out_ptr[k], src, nb, d->compute), out);
+    }
+out:
+  return st;
+}
+
+/* Orders the compute stream after every input's last write. */
+static kiln_status krt_cuda_inputs_ready(const krt_crun *r) {
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < r->c->p.sig.n && !st; i++)
+    st = kcuda_after_ready(r->d, r->d->compute, &r->args[i]->buf);
+  return st;
+}
+
+/* Each output gets a fresh buffer, or the donated input the plan names. */
+static kiln_status krt_cuda_outputs(const krt_crun *r) {
+  const kiln_compiled *c = r->c;
+  const kir_program *p = c->p.prog;
+  for (int k = 0; k < c->p.n_out; k++) {
+    int donor = r->x->plan->output_donor[k];
+    if (donor >= 0) {
+      r->out_ptr[k] = (CUdeviceptr)r->args[donor]->buf.ptr;
+      continue;
+    }
+    const kir_aval *a = kir_var_aval(p, p->outvars[k]);
+    kiln_status st = krt_array_alloc("kiln_jit_call", c->p.dev, a->dtype, a->rank, a->shape,
+                                     &r->outs[k]);
+    if (st) return st;
+    r->out_ptr[k] = (CUdeviceptr)r->outs[k]->buf.ptr;
+  }
+  return KILN_OK;
+}
+
+static kiln_status krt_cuda_arena(krt_cuda_exec *x) {
+  size_t nb = x->plan->arena_bytes;
+  if (x->arena.ptr || nb == 0) return KILN_OK;
+  return x->dev->ops->alloc(x->dev, nb, &x->arena);
+}
+
+/* Donated buffers move to their outputs; outputs are marked ready at the
+ * end of the queued work; donated inputs are deleted. */
+static kiln_status krt_cuda_finish(const krt_crun *r) {
+  const kiln_compiled *c = r->c;
+  kiln_status st = KILN_OK;
+  for (int k = 0; k < c->p.n_out && !st; k++) {
+    int donor = r->x->plan->output_donor[k];
+    if (donor >= 0) {
+      const kir_aval *a = kir_var_aval(c->p.prog, c->p.prog->outvars[k]);
+      st = krt_array_take_buffer(r->args[donor], a->dtype, a->rank, a->shape, &r->outs[k]);
+    }
+    if (st || !r->outs[k]->buf.ptr) continue;
+    memcpy(r->outs[k]->buf.origin, r->x->label, sizeof r->x->label);
+    st = kcuda_mark_ready(r->d, &r->outs[k]->buf, r->d->compute);
+  }
+  for (int i = 0; i < c->p.sig.n && !st; i++)
+    if (c->p.donated[i]) kiln_array_delete(r->args[i]);
+  return st;
+}
+
+kiln_status krt_cuda_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs) {
+  krt_cuda_exec *x = c->cuda;
+  CUdeviceptr small[16];
+  CUdeviceptr *out_ptr = c->p.n_out <= 16 ? small : calloc((size_t)c->p.n_out, sizeof *out_ptr);
+  if (!out_ptr) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
+  krt_crun r = {c, x, kcuda_impl(c->p.dev), args, outs, out_ptr};
+  pthread_mutex_lock(&x->mu);
+  kiln_status st = kcuda_enter(r.d);
+  if (!st) {
+    if (!(st = krt_cuda_arena(x)) && !(st = krt_cuda_inputs_ready(&r)) &&
+        !(st = krt_cuda_outputs(&r)) && !(st = krt_cuda_steps(&r)) &&
+        !(st = krt_cuda_copy_outputs(&r)))
+      st = krt_cuda_finish(&r);
+    kcuda_leave(r.d);
+  }
+  if (!st) x->calls++;
+  pthread_mutex_unlock(&x->mu);
+  for (int k = 0; st && k < c->p.n_out; k++) {
+    kiln_array_release(outs[k]);
+    outs[k] = NULL;
+  }
+  if (out_ptr != small) free(out_ptr);
+  return st;
+}

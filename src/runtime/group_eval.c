@@ -1,0 +1,181 @@
+/* What both fused executors share: constants' host data, and running a
+ * group's equations one by one on the reference evaluators (groups the
+ * emitter declines, OPAQUE groups, and on the CPU the DOT groups). */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fuse/fuse.h"
+#include "runtime/runtime.h"
+
+void krt_reference_env(const kiln_compiled *c, kir_eval_env *env) {
+  kir_eval_env_init(env, kir_reference_evals());
+  env->host_call = krt_host_call;
+  env->host_user = c->p.hosts;
+}
+
+/* ---- constants ---- */
+
+/* Host data of constant or literal v. */
+static kiln_status krt_const_one(krt_consts *k, const kir_program *p, kir_vid v) {
+  const kir_var *var = &p->vars[v];
+  if (k->data[v] || (var->kind != KIR_VAR_CONSTVAR && var->kind != KIR_VAR_LITERAL))
+    return KILN_OK;
+  size_t nb = (size_t)kir_aval_size(&var->aval) * kiln_dtype_size(var->aval.dtype);
+  if (var->kind == KIR_VAR_CONSTVAR && var->u.constant.source == KIR_CONST_HOST) {
+    k->data[v] = (void *)var->u.constant.host;
+    return KILN_OK;
+  }
+  if (!(k->data[v] = malloc(nb ? nb : 1)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  k->owned[v] = true;
+  if (var->kind == KIR_VAR_LITERAL) {
+    kir_scalar_store(var->aval.dtype, var->u.literal, k->data[v]);
+    return KILN_OK;
+  }
+  if (var->u.constant.source == KIR_CONST_ARRAY)
+    return kiln_array_to_host(var->u.constant.array, k->data[v], nb);
+  char t[KIR_AVAL_STR_CAP];
+  return kcore_fail(KILN_ERR_ARGUMENT, "fuse: constant %d (%s) has no value bound", v,
+                    kir_aval_str(&var->aval, t, sizeof t));
+}
+
+kiln_status krt_consts_init(krt_consts *k, const struct kfuse_plan *plan, const kir_program *p) {
+  k->n = p->n_vars;
+  k->data = calloc((size_t)(k->n ? k->n : 1), sizeof *k->data);
+  k->owned = calloc((size_t)(k->n ? k->n : 1), sizeof *k->owned);
+  if (!k->data || !k->owned) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
+  kiln_status st = KILN_OK;
+  for (int g = 0; g < plan->n_groups && !st; g++)
+    for (int i = 0; i < plan->groups[g].n_in && !st; i++)
+      st = krt_const_one(k, p, plan->groups[g].in[i]);
+  for (int o = 0; o < p->n_outvars && !st; o++) st = krt_const_one(k, p, p->outvars[o]);
+  return st;
+}
+
+void krt_consts_free(krt_consts *k) {
+  for (int v = 0; k->owned && v < k->n; v++)
+    if (k->owned[v]) free(k->data[v]);
+  free(k->data);
+  free(k->owned);
+  memset(k, 0, sizeof *k);
+}
+
+/* ---- a group on the reference evaluators ---- */
+
+static kir_buffer krt_buffer_of(const kir_program *p, kir_vid v, void *data) {
+  const kir_aval *a = kir_var_aval(p, v);
+  return (kir_buffer){*a, data, (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype)};
+}
+
+/* The shape of a dot_general that is a plain row-major (batched) GEMM:
+ * lhs [b..., m, k] x rhs [b..., k, n] in f32 or f64, batch dimensions
+ * leading and in order, the result in the operands' dtype. */
+typedef struct krt_gemm {
+  int64_t batch, m, n, k;
+  kiln_dtype dtype;
+} krt_gemm;
+
+static bool krt_dims_are(const kir_dims *d, int first, int n) {
+  if (d->n != n) return false;
+  for (int i = 0; i < n; i++)
+    if (d->v[i] != first + i) return false;
+  return true;
+}
+
+static bool krt_plain_gemm(const kir_program *p, const kir_eqn *e, krt_gemm *g) {
+  const kir_aval *a = kir_var_aval(p, e->in[0]), *b = kir_var_aval(p, e->in[1]);
+  const kir_dot_dims *d = &e->params.dot.dimension_numbers;
+  kiln_dtype pref = e->params.dot.preferred_element_type;
+  int nb = d->lhs_batch.n;
+  if ((a->dtype != KILN_F32 && a->dtype != KILN_F64) || b->dtype != a->dtype ||
+      (pref != KILN_INVALID_DTYPE && pref != a->dtype) || a->rank != nb + 2 ||
+      b->rank != nb + 2 || !krt_dims_are(&d->lhs_batch, 0, nb) ||
+      !krt_dims_are(&d->rhs_batch, 0, nb) || !krt_dims_are(&d->lhs_contracting, nb + 1, 1) ||
+      !krt_dims_are(&d->rhs_contracting, nb, 1))
+    return false;
+  g->batch = 1;
+  for (int i = 0; i < nb; i++) g->batch *= a->shape[i];
+  g->m = a->shape[nb];
+  g->k = a->shape[nb + 1];
+  g->n = b->shape[nb + 1];
+  g->dtype = a->dtype;
+  return g->m > 0 && g->n > 0 && g->k > 0 && g->m <= INT32_MAX && g->n <= INT32_MAX &&
+         g->k <= INT32_MAX;
+}
+
+/* A plain GEMM straight through CBLAS: the reference evaluator also
+ * emulates XLA:CPU's flushing of subnormal operands, which costs passes
+ * over the data and changes nothing beyond tolerance. */
+static void krt_run_gemm(const krt_gemm *g, const void *a, const void *b, void *c) {
+  int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+  for (int64_t i = 0; i < g->batch; i++) {
+    if (g->dtype == KILN_F32)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                  (const float *)a + i * g->m * g->k, k, (const float *)b + i * g->k * g->n, n,
+                  0.0f, (float *)c + i * g->m * g->n, n);
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
+                  (const double *)a + i * g->m * g->k, k, (const double *)b + i * g->k * g->n, n,
+                  0.0, (double *)c + i * g->m * g->n, n);
+  }
+}
+
+typedef struct krt_group_run {
+  const kir_program *p;
+  const struct kfuse_plan *plan;
+  const kir_eval_env *env;
+  krt_addr_fn addr;
+  void *user;
+  void **temp; /* values internal to the group (place NONE) */
+} krt_group_run;
+
+static char krt_empty[1]; /* the address of zero-size data */
+
+static void *krt_where(const krt_group_run *r, kir_vid v) {
+  void *a = r->temp[v] ? r->temp[v] : r->addr(r->user, v);
+  return a ? a : krt_empty;
+}
+
+static kiln_status krt_run_eqn(krt_group_run *r, int index) {
+  const kir_program *p = r->p;
+  const kir_eqn *e = &p->eqns[index];
+  kir_eval_fn fn = r->env->table->fn[e->prim];
+  if (!fn)
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "equation %d (%s): no reference evaluator", index,
+                      kir_prim_name(e->prim));
+  kir_buffer small[16];
+  int n = e->n_in + e->n_out;
+  kir_buffer *b = n <= 16 ? small : malloc((size_t)n * sizeof *b);
+  if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < e->n_in; i++) b[i] = krt_buffer_of(p, e->in[i], krt_where(r, e->in[i]));
+  for (int i = 0; i < e->n_out && !st; i++) {
+    kir_vid v = e->out[i];
+    kir_buffer *o = &b[e->n_in + i];
+    *o = krt_buffer_of(p, v, NULL);
+    if (r->plan->places[v].home != KFUSE_HOME_NONE)
+      o->data = krt_where(r, v);
+    else if (!(o->data = r->temp[v] = malloc(o->nbytes + 1)))
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
+  }
+  krt_gemm gemm;
+  if (!st && e->prim == KIR_PRIM_DOT_GENERAL && krt_plain_gemm(p, e, &gemm))
+    krt_run_gemm(&gemm, b[0].data, b[1].data, b[2].data);
+  else if (!st && (st = fn(e, b, b + e->n_in, (void *)r->env)))
+    kcore_fail_wrap(st, "equation %d (%s)", index, kir_prim_name(e->prim));
+  if (b != small) free(b);
+  return st;
+}
+
+kiln_status krt_eval_group(const kir_program *p, const struct kfuse_plan *plan,
+                           const struct kfuse_group *g, const kir_eval_env *env, krt_addr_fn addr,
+                           void *user) {
+  krt_group_run r = {p, plan, env, addr, user, NULL};
+  if (!(r.temp = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *r.temp)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
+  kiln_status st = KILN_OK;
+  for (int k = 0; k < g->n_eqns && !st; k++) st = krt_run_eqn(&r, g->eqns[k]);
+  for (int v = 0; v < p->n_vars; v++) free(r.temp[v]);
+  free(r.temp);
+  return st;
+}

@@ -1,0 +1,349 @@
+// Fused execution on CUDA devices: the golden jit programs run on a GPU and
+// match JAX; calls are asynchronous; multi-kernel programs replay a CUDA
+// graph from their second call; host steps, donation and failures.
+//
+// Built twice, like test_cuda_device: against the real driver (label cuda,
+// skipped without a GPU), and against the stand-in tests/fake_cuda (label
+// cpu). The stand-in computes nothing in kernels, so there the tests check
+// what it can see -- launches, graph replays, every kernel argument inside
+// live device memory when the kernel runs, stream ordering, errors, and that
+// every driver object is given back -- and compare values only where no
+// kernel wrote them.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "jit_golden.h"
+#include "kiln/kiln.h"
+
+namespace {
+
+#ifdef KILN_FAKE_CUDA_LIBRARY
+#define KCT_SUITE FakeCudaExec
+constexpr bool kFake = true;
+class FakeDriverEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    ASSERT_NE(dlopen(KILN_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL), nullptr) << dlerror();
+  }
+};
+const ::testing::Environment *const kFakeDriver =
+    ::testing::AddGlobalTestEnvironment(new FakeDriverEnvironment);
+#else
+#define KCT_SUITE CudaExec
+constexpr bool kFake = false;
+#endif
+
+template <typename Fn>
+Fn FakeSymbol(const char *name) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return nullptr;
+  Fn f = reinterpret_cast<Fn>(dlsym(h, name));
+  dlclose(h);
+  return f;
+}
+
+// Kernels the stand-in has run and graphs it has launched.
+struct Counts {
+  unsigned long long kernels = 0, graphs = 0;
+};
+Counts FakeCounts() {
+  Counts c;
+  auto fn = FakeSymbol<void (*)(unsigned long long *, unsigned long long *)>(
+      "kiln_fake_cuda_kernel_counts");
+  if (fn) fn(&c.kernels, &c.graphs);
+  return c;
+}
+
+int FakeLiveObjects() {
+  auto fn = FakeSymbol<int (*)(int)>("kiln_fake_cuda_live_objects");
+  return fn ? fn(1) : 0;
+}
+
+std::string Err() { return kiln_last_error(); }
+
+class KCT_SUITE : public ::testing::Test {
+ protected:
+  void Open(kiln_executor executor = KILN_EXECUTOR_FUSED) {
+    kiln_options o;
+    kiln_options_init(&o);
+    o.backend = KILN_BACKEND_CUDA;
+    o.executor = executor;
+    kiln_status st = kiln_ctx_new(&o, &ctx_);
+    if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
+    ASSERT_EQ(st, KILN_OK) << Err();
+    ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
+  }
+  void TearDown() override {
+    if (!ctx_) return;
+    kiln_ctx_free(ctx_);
+    if (kFake && check_leaks_) {
+      EXPECT_EQ(FakeLiveObjects(), 0);
+    }
+  }
+  kiln_tree *Input(std::vector<float> v, std::vector<int64_t> shape) {
+    kiln_array *a = nullptr;
+    EXPECT_EQ(kiln_array_from_host(dev_, KILN_F32, (int)shape.size(), shape.data(), v.data(),
+                                   v.size() * sizeof(float), &a),
+              KILN_OK)
+        << Err();
+    kiln_tree *t = kiln_tree_array(a);
+    kiln_array_release(a);
+    return t;
+  }
+  // A one-element args tuple.
+  static kiln_tree *Args(kiln_tree *leaf) { return kiln_tree_tuple(1, &leaf); }
+  kiln_ctx *ctx_ = nullptr;
+  kiln_device *dev_ = nullptr;
+  bool check_leaks_ = true;
+};
+
+// ---- programs ----
+
+// exp(x) * 2 + x, then its row sums: a LOOP and a REDUCE kernel fused, or
+// five kernels unfused.
+kiln_tree *TwoGroups(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(args, 0))->u.val;
+  kiln_val *y = kiln_add(t, kiln_mul(t, kiln_exp(t, x), kiln_scalar_f(t, 2.0)), x);
+  int axis = 1;
+  kiln_val *s = kiln_reduce_sum(t, kiln_tanh(t, y), 1, &axis);
+  kiln_tree *outs[2] = {kiln_tree_val(y), kiln_tree_val(s)};
+  return kiln_tree_tuple(2, outs);
+}
+
+// A sort: an OPAQUE group, run as a host step.
+kiln_tree *SortOnly(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(args, 0))->u.val;
+  return kiln_tree_val(kiln_sort(t, x, 0, nullptr));
+}
+
+struct Jit {
+  Jit(kiln_ctx *ctx, kiln_fn fn, const char *name) {
+    EXPECT_EQ(kiln_func_new(fn, nullptr, name, &f), KILN_OK);
+    EXPECT_EQ(kiln_jit_new(ctx, f, nullptr, &j), KILN_OK) << Err();
+  }
+  ~Jit() {
+    kiln_jit_free(j);
+    kiln_func_free(f);
+  }
+  kiln_func *f = nullptr;
+  kiln_jit *j = nullptr;
+};
+
+std::vector<float> Ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = scale * (float)((int)(i % 97) - 48);
+  return v;
+}
+
+std::vector<float> Values(const kiln_tree *t) {
+  kiln_array *a = kiln_tree_leaf_array(t);
+  std::vector<float> v((size_t)kiln_array_size(a));
+  EXPECT_EQ(kiln_array_to_host(a, v.data(), v.size() * sizeof(float)), KILN_OK) << Err();
+  return v;
+}
+
+// ---- the golden programs ----
+
+#define KCT_GOLDEN_SUITE_(s) s##Golden
+#define KCT_GOLDEN_SUITE(s) KCT_GOLDEN_SUITE_(s)
+#define KCT_GOLDEN KCT_GOLDEN_SUITE(KCT_SUITE)
+class KCT_GOLDEN : public KCT_SUITE, public ::testing::WithParamInterface<kiln_executor> {};
+
+TEST_P(KCT_GOLDEN, MatchJax) {
+  Open(GetParam());
+  if (!ctx_) return;
+  auto cases = LoadGolden();
+  ASSERT_GE(cases.size(), 20u);
+  Counts before = FakeCounts();
+  // Three calls each: the first launches kernel by kernel, the others replay
+  // a graph where the program is kernels only.
+  for (const auto &gc : cases) RunGoldenCase(ctx_, dev_, gc, !kFake, nullptr, 3);
+  if (kFake) {
+    Counts after = FakeCounts();
+    EXPECT_GT(after.kernels, before.kernels + 3 * 12);
+    EXPECT_GT(after.graphs, before.graphs);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Executors, KCT_GOLDEN,
+                         ::testing::Values(KILN_EXECUTOR_FUSED, KILN_EXECUTOR_UNFUSED),
+                         [](const ::testing::TestParamInfo<kiln_executor> &i) {
+                           return std::string(kiln_executor_name(i.param));
+                         });
+
+// ---- asynchrony and graphs ----
+
+TEST_F(KCT_SUITE, CallsReturnBeforeKernelsRunAndGraphsReplay) {
+  Open(KILN_EXECUTOR_UNFUSED);
+  if (!ctx_) return;
+  Jit jit(ctx_, TwoGroups, "two_groups");
+  std::vector<float> x = Ramp(64 * 33, 0.01f);
+  kiln_tree *args = Args(Input(x, {64, 33}));
+  std::vector<float> first;
+  for (int call = 0; call < 3; call++) {
+    Counts before = FakeCounts();
+    kiln_tree *out = nullptr;
+    ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+    Counts queued = FakeCounts();
+    ASSERT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 1))),
+              KILN_OK)
+        << Err();
+    Counts done = FakeCounts();
+    if (kFake) {
+      // The stand-in runs stream work only when a wait forces it.
+      EXPECT_EQ(queued.kernels, before.kernels) << "call " << call;
+      EXPECT_GE(done.kernels, before.kernels + 5) << "call " << call;
+      EXPECT_EQ(done.graphs, before.graphs + (call > 0 ? 1 : 0)) << "call " << call;
+    } else {
+      std::vector<float> y = Values(kiln_tree_child(out, 0));
+      for (size_t i = 0; i < x.size(); i++)
+        EXPECT_NEAR(y[i], std::exp(x[i]) * 2 + x[i], 1e-5 * (1 + std::fabs(y[i]))) << i;
+      std::vector<float> s = Values(kiln_tree_child(out, 1));
+      if (call == 0) first = s;
+      EXPECT_EQ(s, first) << "graph replay gives the first call's sums";
+    }
+    kiln_tree_free(out);
+  }
+  kiln_tree_free(args);
+}
+
+// ---- host steps ----
+
+TEST_F(KCT_SUITE, HostStepsComputeExactly) {
+  Open();
+  if (!ctx_) return;
+  Jit jit(ctx_, SortOnly, "sort_only");
+  std::vector<float> x = {3, -1, 7, 0.5f, -9, 2, 2, 11};
+  kiln_tree *args = Args(Input(x, {8}));
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+  std::vector<float> want = x;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Values(out), want);
+  char *text = nullptr;
+  kiln_lowered *l = nullptr;
+  ASSERT_EQ(kiln_jit_lower(jit.j, args, &l), KILN_OK) << Err();
+  kiln_compiled *c = nullptr;
+  ASSERT_EQ(kiln_lowered_compile(l, &c), KILN_OK) << Err();
+  ASSERT_EQ(kiln_compiled_as_text(c, &text), KILN_OK) << Err();
+  EXPECT_NE(std::string(text).find("host step"), std::string::npos) << text;
+  free(text);
+  kiln_compiled_free(c);
+  kiln_lowered_free(l);
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+}
+
+// ---- donation ----
+
+TEST_F(KCT_SUITE, DonatedInputGivesItsMemoryToTheOutput) {
+  Open();
+  if (!ctx_) return;
+  kiln_func *f = nullptr;
+  ASSERT_EQ(kiln_func_new(TwoGroups, nullptr, "two_groups", &f), KILN_OK);
+  kiln_jit_options jo = {};
+  int donate = 0;
+  jo.donate_argnums = &donate;
+  jo.num_donate = 1;
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, f, &jo, &j), KILN_OK) << Err();
+  std::vector<float> x = Ramp(16 * 8, 0.02f);
+  kiln_tree *in = Input(x, {16, 8});
+  kiln_array *donor = kiln_tree_leaf_array(in);
+  kiln_array_retain(donor);
+  kiln_tree *args = kiln_tree_tuple(1, &in);
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << Err();
+  EXPECT_TRUE(kiln_array_is_deleted(donor));
+  if (!kFake) {
+    std::vector<float> y = Values(kiln_tree_child(out, 0));
+    for (size_t i = 0; i < x.size(); i++)
+      EXPECT_NEAR(y[i], std::exp(x[i]) * 2 + x[i], 1e-5 * (1 + std::fabs(y[i])));
+  } else {
+    EXPECT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 0))),
+              KILN_OK)
+        << Err();
+  }
+  kiln_array_release(donor);
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+  kiln_jit_free(j);
+  kiln_func_free(f);
+}
+
+// ---- failures (the stand-in injects them) ----
+
+#ifdef KILN_FAKE_CUDA_LIBRARY
+void CallExpecting(KCT_SUITE *self, kiln_ctx *ctx, kiln_tree *args, kiln_status want,
+                   std::vector<std::string> parts) {
+  Jit jit(ctx, TwoGroups, "two_groups");
+  kiln_tree *out = nullptr;
+  EXPECT_EQ(kiln_jit_call(jit.j, args, &out), want) << Err();
+  std::string msg = Err();
+  for (const auto &p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  EXPECT_EQ(out, nullptr);
+  std::cerr << "message: " << msg << "\n";
+  (void)self;
+}
+
+TEST_F(FakeCudaExec, LaunchFailureNamesTheKernel) {
+  Open();
+  if (!ctx_) return;
+  kiln_tree *args = Args(Input(Ramp(32, 1), {4, 8}));
+  KctScopedEnv fail("KILN_FAKE_CUDA_FAIL", "cuLaunchKernel");
+  KctScopedEnv err("KILN_FAKE_CUDA_FAIL_ERROR", "1");  // CUDA_ERROR_INVALID_VALUE
+  CallExpecting(this, ctx_, args, KILN_ERR_INTERNAL,
+                {"cuLaunchKernel(kiln_", "jit(two_groups), step 0", "cuda:0"});
+  kiln_tree_free(args);
+}
+
+TEST_F(FakeCudaExec, RejectedModuleIsACompileError) {
+  Open();
+  if (!ctx_) return;
+  kiln_tree *args = Args(Input(Ramp(32, 1), {4, 8}));
+  KctScopedEnv fail("KILN_FAKE_CUDA_FAIL", "cuModuleLoadData");
+  KctScopedEnv err("KILN_FAKE_CUDA_FAIL_ERROR", "200");  // CUDA_ERROR_INVALID_IMAGE
+  CallExpecting(this, ctx_, args, KILN_ERR_COMPILE, {"loading kernel kiln_", "two_groups"});
+  kiln_tree_free(args);
+}
+
+TEST_F(FakeCudaExec, OutOfDeviceMemoryNamesBytesAndDevice) {
+  KctScopedEnv mem("KILN_FAKE_CUDA_MEMORY_MB", "1");
+  Open();
+  if (!ctx_) return;
+  // 600 KiB of input fits in 1 MiB; an output of the same size does not.
+  kiln_tree *args = Args(Input(Ramp(600 * 256, 1), {600, 256}));
+  CallExpecting(this, ctx_, args, KILN_ERR_OUT_OF_MEMORY, {"bytes", "cuda:0"});
+  kiln_tree_free(args);
+}
+
+TEST_F(FakeCudaExec, KernelFaultSurfacesAtTheNextWaitNamingTheProgram) {
+  Open();
+  if (!ctx_) return;
+  check_leaks_ = false;  // a faulted context cannot drain its streams
+  kiln_tree *args = Args(Input(Ramp(32, 1), {4, 8}));
+  KctScopedEnv fault("KILN_FAKE_CUDA_KERNEL_FAULT", "kiln_");
+  Jit jit(ctx_, TwoGroups, "two_groups");
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();  // only queued
+  kiln_array *y = kiln_tree_leaf_array(kiln_tree_child(out, 0));
+  EXPECT_EQ(kiln_array_block_until_ready(y), KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_NE(msg.find("jit(two_groups)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << msg;
+  std::vector<float> host(32);
+  EXPECT_EQ(kiln_array_to_host(y, host.data(), host.size() * sizeof(float)), KILN_ERR_DEVICE);
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+}
+#endif
+
+}  // namespace
