@@ -25,6 +25,7 @@
 
 #include "codegen/codegen.h"
 #include "cuda_test_support.h"
+#include "gpu_kernel_runner.h"
 #include "kiln/kiln.h"
 #include "test_kcache_shims.h"
 
@@ -497,10 +498,18 @@ class Checks {
       c_kernels.push_back(&c->c->k);
       cuda_kernels.push_back(&c->cuda->k);
     }
-    CompileCuda(Combined(cuda_kernels), Names(cuda_kernels));
+    std::string cuda = Combined(cuda_kernels);
+    CompileCuda(cuda, Names(cuda_kernels));
     std::unique_ptr<CModule> mod = CompileC(c_kernels[0]->name, Combined(c_kernels));
     if (mod)
-      for (auto &c : cases_) Compare(*c, *mod);
+      for (auto &c : cases_) {
+        kcg_c_kernel_fn fn = mod->Symbol(c->c->k);
+        if (!fn) continue;
+        Compare(*c, c->c->k, [&](std::vector<Buf> &gin, const std::vector<int64_t> &cuts) {
+          return RunC(fn, c->c->k, c->p.get(), c->g.get(), gin, cuts);
+        });
+      }
+    RunOnGpu(cuda);
     cases_.clear();
   }
 
@@ -516,19 +525,68 @@ class Checks {
     double want_tol = 0;
     bool given = false;
   };
+  using Runner =
+      std::function<std::vector<Buf>(std::vector<Buf> &, const std::vector<int64_t> &)>;
 
-  static void Compare(Case &c, const CModule &mod) {
+  // Where a GPU is present, the CUDA kernels run there too and must give
+  // the same results (the CUDA target's tests on a GPU machine).
+  void RunOnGpu(const std::string &cuda) {
+    kct_gpu *gpu = Gpu();
+    if (!gpu) return;
+    std::string arch = "-arch=sm_" + std::to_string(kct_gpu_sm(gpu));
+    char *cubin = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(kct_nvrtc_compile("codegen_test", cuda.c_str(), arch.c_str(), true, &cubin, &size),
+              KILN_OK)
+        << kiln_last_error();
+    for (auto &c : cases_) {
+      const kcg_kernel &k = c->cuda->k;
+      Compare(*c, k, [&](std::vector<Buf> &gin, const std::vector<int64_t> &cuts) {
+        const kfuse_group *g = c->g.get();
+        std::vector<Buf> out;
+        for (int q = 0; q < g->n_out; q++) out.emplace_back(*kir_var_aval(c->p.get(), g->out[q]));
+        std::vector<void *> in_ptr, out_ptr;
+        std::vector<size_t> in_bytes, out_bytes;
+        for (int s = 0; s < g->n_in; s++) {
+          bool literal = s >= g->n_in - g->n_in_literals;
+          in_ptr.push_back(literal ? nullptr : gin[s].data());
+          in_bytes.push_back(gin[s].nbytes());
+        }
+        for (auto &b : out) {
+          out_ptr.push_back(b.data());
+          out_bytes.push_back(b.nbytes());
+        }
+        kct_gpu_kernel gk = {k.name, (unsigned)k.block_threads, k.items_per_block, k.n_items};
+        EXPECT_EQ(kct_gpu_run(gpu, cubin, &gk, cuts.data(), (int)cuts.size(), g->n_in,
+                              in_ptr.data(), in_bytes.data(), g->n_out, out_ptr.data(),
+                              out_bytes.data()),
+                  KILN_OK)
+            << k.name << ": " << kiln_last_error();
+        return out;
+      });
+    }
+    free(cubin);
+  }
+
+  // One context for the whole process; none without a GPU.
+  static kct_gpu *Gpu() {
+    static kct_gpu *gpu = [] {
+      kct_gpu *g = nullptr;
+      return kct_gpu_open(&g) == KILN_OK ? g : nullptr;
+    }();
+    return gpu;
+  }
+
+  static void Compare(Case &c, const kcg_kernel &k, const Runner &run) {
     const kir_program *p = c.p.get();
     const kfuse_group *g = c.g.get();
-    kcg_c_kernel_fn fn = mod.Symbol(c.c->k);
-    if (!fn) return;
     std::vector<Buf> want;
     if (!c.given) want = Reference(p, c.in);
     std::vector<Buf> gin = GroupInputs(p, g, c.in);
-    int64_t n = c.c->k.n_items;
+    int64_t n = k.n_items;
     for (const std::vector<int64_t> &cuts :
          {std::vector<int64_t>{}, std::vector<int64_t>{n / 3, n / 3, (2 * n) / 3}}) {
-      std::vector<Buf> got = RunC(fn, c.c->k, p, g, gin, cuts);
+      std::vector<Buf> got = run(gin, cuts);
       std::string how = c.what + (cuts.empty() ? "" : " (split range)");
       if (c.given) {
         ExpectGiven(got[0], c.want, c.want_tol, how);
@@ -541,7 +599,7 @@ class Checks {
         EXPECT_GE(o, 0);
         if (o < 0) continue;
         EXPECT_TRUE(Same(got[q], want[(size_t)o], c.tol, how + ", output " + std::to_string(q)))
-            << c.c->k.name;
+            << k.name;
       }
     }
   }
