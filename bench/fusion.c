@@ -1,207 +1,271 @@
-/* bench_fusion: fused kernels vs. one kernel per primitive vs. the reference
- * executor, on the context's first device.
+/* bench_fusion: fused kernels vs. one kernel per primitive, measured against
+ * the copy bandwidth of the same device in the same run.
  *
- *   bench_fusion [--iters N] [--scale S] [--json PATH]
+ *   bench_fusion [--iters N] [--batch N] [--scale S] [--json PATH]
  *
- * Cases: an 8-op elementwise chain over 2^24 f32 (scaled by --scale), a
+ * The cases (bench/cases.h): an 8-op elementwise chain over 2^24 f32, a
  * broadcast-heavy expression, and row softmax and layernorm over rows of
- * 1024 and 8192 in f32 and bf16. Each row reports the median time of
- * kiln_jit_call (waiting for the result) under each executor, the fused
- * path's effective bandwidth (bytes read and written once / time) and the
- * speedups. On a CUDA device the executors are the same until CUDA kernel
- * launch lands; the table says so through the device name. */
+ * 1024 to 8192 in f32 and bf16, each of 2^24 elements (times --scale). Each
+ * runs through kiln_jit_call on the context's first device (KILN_BACKEND)
+ * under the fused and the unfused executor (one kernel per primitive); the
+ * 8-op chain also under the reference executor, for the CPU target.
+ *
+ * A sample is --batch calls issued back to back and a wait for the last
+ * result, divided by --batch (on a GPU, host dispatch overlaps the kernels;
+ * default 1 on CPU, 10 on CUDA); the median of --iters samples is reported,
+ * after one warm-up batch that compiles. bench/jax_reference.py times
+ * jax.jit of the same functions the same way, under the same row names. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "core/core.h"
-#include "jit_cases.h"
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
 #include "report.h"
+#include "runtime/runtime.h"
 
-typedef struct fusion_case {
-  const char *name;
-  kiln_fn fn;
-  kiln_dtype dtype;
-  int n_in;
-  int rank[3];
-  int64_t shape[3][2];
-  double out_elements;
-} fusion_case;
+/* Issue 4's targets: fused elementwise code at 85% of copy bandwidth and
+ * row reductions at 75% on an H100/H200; on the CPU, the fused 8-op chain
+ * 10x faster than the reference executor. */
+#define TARGET_ELEMENTWISE_OF_COPY 0.85
+#define TARGET_ROW_OF_COPY 0.75
+#define TARGET_CPU_X_VS_REFERENCE 10.0
+#define REFERENCE_ITERS 3
 
-static kiln_val *leaf(const kiln_tree *args, size_t i) {
-  return kiln_tree_leaf_get(kiln_tree_child(args, i))->u.val;
-}
+typedef struct fusion_args {
+  int iters, batch; /* batch 0: by device */
+  double scale;
+  const char *json;
+} fusion_args;
 
-static kiln_tree *chain8(kiln_trace *t, const kiln_tree *a, void *u) {
-  (void)u;
-  kiln_val *x = leaf(a, 0);
-  for (int i = 0; i < 4; i++)
-    x = kiln_add(t, kiln_mul(t, x, kiln_scalar_f(t, 1.0001)), kiln_scalar_f(t, 0.5));
-  return kiln_tree_val(x);
-}
-
-static kiln_tree *broadcast(kiln_trace *t, const kiln_tree *a, void *u) {
-  (void)u;
-  kiln_val *x = leaf(a, 0), *y = leaf(a, 1), *z = leaf(a, 2);
-  return kiln_tree_val(kiln_sub(t, kiln_mul(t, kiln_add(t, x, y), z), x));
-}
-
-/* softmax and layernorm are the functions the jit tests check against
- * jax.jit (tests/jit_cases.c), so the benchmark times verified code. */
-static kiln_fn verified_fn(const char *name) {
-  for (const jit_case *c = kJitCases; c->name; c++)
-    if (strcmp(c->name, name) == 0) return c->fn;
-  return NULL;
-}
-
-static kiln_tree *make_args(kiln_device *dev, const fusion_case *c) {
-  kiln_tree *leaves[3] = {NULL, NULL, NULL};
-  for (int i = 0; i < c->n_in; i++) {
-    int64_t n = 1;
-    for (int d = 0; d < c->rank[i]; d++) n *= c->shape[i][d];
-    size_t es = kiln_dtype_size(c->dtype);
-    unsigned char *data = malloc((size_t)n * es);
-    if (!data) return NULL;
-    for (int64_t k = 0; k < n; k++) {
-      float v = (float)((k * 2654435761u) % 1000) / 500.0f - 1.0f;
-      if (c->dtype == KILN_BF16) {
-        uint16_t b = kiln_f32_to_bf16(v);
-        memcpy(data + k * 2, &b, 2);
-      } else {
-        memcpy(data + k * 4, &v, 4);
-      }
-    }
-    kiln_array *arr = NULL;
-    kiln_status st = kiln_array_from_host(dev, c->dtype, c->rank[i], c->shape[i], data, (size_t)n * es, &arr);
-    free(data);
-    if (st) return NULL;
-    leaves[i] = kiln_tree_array(arr);
-    kiln_array_release(arr);
-  }
-  return kiln_tree_tuple((size_t)c->n_in, leaves);
-}
+/* One context per executor, on the same backend. */
+typedef struct executor {
+  kiln_executor mode;
+  kiln_ctx *ctx;
+  kiln_device *dev;
+} executor;
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
 
-/* Median ms of kiln_jit_call under one executor. */
-static kiln_status time_case(kiln_executor mode, const fusion_case *c, int iters, double *ms,
-                             char *device, size_t cap) {
-  kiln_options o;
-  kiln_options_init(&o);
-  o.executor = mode;
-  kiln_ctx *ctx = NULL;
+static double median_ms(uint64_t *ns, int n) {
+  qsort(ns, (size_t)n, sizeof *ns, cmp_u64);
+  return (double)ns[n / 2] / 1e6;
+}
+
+/* `batch` calls back to back, then a wait for the last result. */
+static kiln_status call_batch(kiln_jit *j, const kiln_tree *args, int batch) {
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < batch && !st; b++) {
+    kiln_tree *out = NULL;
+    st = kiln_jit_call(j, args, &out);
+    if (!st && b == batch - 1) st = kiln_array_block_until_ready(kiln_tree_leaf_array(out));
+    kiln_tree_free(out);
+  }
+  return st;
+}
+
+/* Median ms per call of case c under one executor. */
+static kiln_status time_case(const executor *e, const kbench_case *c, int iters, int batch,
+                             double *ms) {
   kiln_func *f = NULL;
   kiln_jit *j = NULL;
   kiln_tree *args = NULL;
   uint64_t *ns = calloc((size_t)iters, sizeof *ns);
-  kiln_device *dev = NULL;
-  kiln_device_info info;
-  kiln_status st = ns ? kiln_ctx_new(&o, &ctx) : KILN_ERR_OUT_OF_MEMORY;
-  if (!st) st = kiln_device_get(ctx, 0, &dev);
-  if (!st) st = kiln_device_info_get(dev, &info);
-  if (!st) snprintf(device, cap, "%s", info.name);
-  if (!st && !(args = make_args(dev, c))) st = KILN_ERR_OUT_OF_MEMORY;
-  if (!st) st = kiln_func_new(c->fn, NULL, c->name, &f);
-  if (!st) st = kiln_jit_new(ctx, f, NULL, &j);
-  for (int i = -1; i < iters && !st; i++) { /* one warm-up call compiles */
-    kiln_tree *out = NULL;
+  kiln_status st = ns ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "bench_fusion: no memory");
+  if (!st) st = kbench_case_args(e->dev, c, &args);
+  if (!st) st = kiln_func_new(c->fn, c->user, c->name, &f);
+  if (!st) st = kiln_jit_new(e->ctx, f, NULL, &j);
+  if (!st) st = call_batch(j, args, batch); /* warm-up: traces and compiles */
+  for (int i = 0; i < iters && !st; i++) {
     uint64_t t0 = kcore_now_ns();
-    st = kiln_jit_call(j, args, &out);
-    if (!st) st = kiln_array_block_until_ready(kiln_tree_leaf_array(out));
-    uint64_t t1 = kcore_now_ns();
-    kiln_tree_free(out);
-    if (i >= 0) ns[i] = t1 - t0;
+    st = call_batch(j, args, batch);
+    ns[i] = (kcore_now_ns() - t0) / (uint64_t)batch;
   }
-  if (!st) {
-    qsort(ns, (size_t)iters, sizeof *ns, cmp_u64);
-    *ms = (double)ns[iters / 2] / 1e6;
-  }
+  if (!st) *ms = median_ms(ns, iters);
+  else kcore_fail_wrap(st, "%s under the %s executor", c->name, kiln_executor_name(e->mode));
   free(ns);
   kiln_tree_free(args);
   kiln_jit_free(j);
   kiln_func_free(f);
-  kiln_ctx_free(ctx);
   return st;
 }
 
-static double case_bytes(const fusion_case *c) {
-  double b = c->out_elements;
-  for (int i = 0; i < c->n_in; i++) {
-    double n = 1;
-    for (int d = 0; d < c->rank[i]; d++) n *= (double)c->shape[i][d];
-    b += n;
+/* `batch` device-to-device copies, then a wait for the device. */
+static kiln_status copy_batch(kiln_device *dev, krt_buffer *dst, const krt_buffer *src, size_t n,
+                              int batch) {
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < batch && !st; b++) st = dev->ops->copy(dev, dst, dev, src, n);
+  return st ? st : dev->ops->synchronize(dev);
+}
+
+/* The device's copy bandwidth for `bytes` moved: copies of bytes / 2 (read
+ * and written, so `bytes` cross memory), timed like the calls, in GB/s. A
+ * memcpy on the CPU, cuMemcpyDtoDAsync on the compute stream on CUDA. */
+static kiln_status copy_gbps(kiln_device *dev, double bytes, int iters, int batch, double *gbps) {
+  size_t n = (size_t)(bytes / 2) > 0 ? (size_t)(bytes / 2) : 1;
+  krt_buffer src = {0}, dst = {0};
+  unsigned char *host = malloc(n);
+  uint64_t *ns = calloc((size_t)iters, sizeof *ns);
+  kiln_status st = KILN_OK;
+  if (!host || !ns) {
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "copy bandwidth: no host memory for %zu bytes", n);
+    goto out;
   }
-  return b * (double)kiln_dtype_size(c->dtype);
+  memset(host, 0x5a, n); /* touched, so that no copy reads the zero page */
+  if ((st = dev->ops->alloc(dev, n, &src)) || (st = dev->ops->alloc(dev, n, &dst)) ||
+      (st = dev->ops->upload(dev, &src, host, n, KRT_COPY_DIRECT)) ||
+      (st = copy_batch(dev, &dst, &src, n, batch)))
+    goto out;
+  for (int i = 0; i < iters && !st; i++) {
+    uint64_t t0 = kcore_now_ns();
+    st = copy_batch(dev, &dst, &src, n, batch);
+    ns[i] = (kcore_now_ns() - t0) / (uint64_t)batch;
+  }
+  if (!st) *gbps = 2.0 * (double)n / (median_ms(ns, iters) * 1e6);
+out:
+  if (src.ptr || src.ready) dev->ops->release(dev, &src);
+  if (dst.ptr || dst.ready) dev->ops->release(dev, &dst);
+  free(host);
+  free(ns);
+  return st;
+}
+
+/* The bandwidth targets are for an H100/H200; the CPU target for the CPU. */
+static bool gpu_targets_apply(const kiln_device_info *info) {
+  return info->platform == KILN_BACKEND_CUDA &&
+         (strstr(info->name, "H100") || strstr(info->name, "H200"));
+}
+
+static kiln_status add_target(kbench_report *r, double target, bool applies, bool met) {
+  kiln_status st = kbench_report_value(r, "target", target);
+  if (!st) st = kbench_report_value(r, "target_applies", applies);
+  if (!st) st = kbench_report_value(r, "target_met", applies ? met : NAN);
+  return st;
+}
+
+static kiln_status measure_case(const executor *ex, const kbench_case *c, const fusion_args *a,
+                                const kiln_device_info *info, kbench_report *r) {
+  double fused = 0, unfused = 0, copy = 0, bytes = kbench_case_bytes(c);
+  kiln_status st = time_case(&ex[0], c, a->iters, a->batch, &fused);
+  if (!st) st = time_case(&ex[1], c, a->iters, a->batch, &unfused);
+  if (!st) st = copy_gbps(ex[0].dev, bytes, a->iters, a->batch, &copy);
+  double fused_gbps = bytes / (fused * 1e6), of_copy = fused_gbps / copy;
+  double target = c->kind == KBENCH_ROW ? TARGET_ROW_OF_COPY : TARGET_ELEMENTWISE_OF_COPY;
+  if (!st) st = kbench_report_row(r, c->name);
+  if (!st) st = kbench_report_value(r, "bytes", bytes);
+  if (!st) st = kbench_report_value(r, "fused_ms", fused);
+  if (!st) st = kbench_report_value(r, "unfused_ms", unfused);
+  if (!st) st = kbench_report_value(r, "copy_GBps", copy);
+  if (!st) st = kbench_report_value(r, "fused_GBps", fused_gbps);
+  if (!st) st = kbench_report_value(r, "of_copy", of_copy);
+  if (!st) st = kbench_report_value(r, "x_vs_unfused", unfused / fused);
+  if (!st) st = add_target(r, target, gpu_targets_apply(info), of_copy >= target);
+  if (st || strcmp(c->name, "chain8_f32") != 0) return st;
+  /* The reference executor on the chain, for the CPU target: its own row. */
+  double reference = 0;
+  st = time_case(&ex[2], c, a->iters < REFERENCE_ITERS ? a->iters : REFERENCE_ITERS, 1, &reference);
+  if (!st) st = kbench_report_row(r, "chain8_f32:fused_vs_reference");
+  if (!st) st = kbench_report_value(r, "fused_ms", fused);
+  if (!st) st = kbench_report_value(r, "reference_ms", reference);
+  if (!st) st = kbench_report_value(r, "x_vs_reference", reference / fused);
+  bool cpu = info->platform == KILN_BACKEND_CPU;
+  if (!st) st = add_target(r, TARGET_CPU_X_VS_REFERENCE, cpu,
+                           reference / fused >= TARGET_CPU_X_VS_REFERENCE);
+  return st;
+}
+
+static kiln_status add_notes(kbench_report *r, const kiln_device_info *info, const fusion_args *a) {
+  bool gpu = gpu_targets_apply(info);
+  kiln_status st = kbench_report_note(
+      r, "bytes: the function's inputs read once plus its output written once; *_GBps = bytes / "
+         "time (10^9 B/s); times are ms per call, median of %d samples of %d back-to-back calls",
+      a->iters, a->batch);
+  if (!st)
+    st = kbench_report_note(r, "copy_GBps: device-to-device copies of bytes/2 on %s (%s), same "
+                               "run and timing (memcpy on CPU, cuMemcpyDtoDAsync on CUDA)",
+                            info->name, kiln_backend_name(info->platform));
+  if (!st)
+    st = kbench_report_note(
+        r, "of_copy = fused_GBps / copy_GBps; target (issue 4): >= %.2f for elementwise cases, "
+           ">= %.2f for softmax/layernorm, on an H100/H200: %s on this device",
+        TARGET_ELEMENTWISE_OF_COPY, TARGET_ROW_OF_COPY, gpu ? "applies" : "does not apply");
+  if (!st)
+    st = kbench_report_note(
+        r, "chain8_f32:fused_vs_reference: target fused >= %.0fx faster than the reference "
+           "executor on the CPU: %s on this device",
+        TARGET_CPU_X_VS_REFERENCE,
+        info->platform == KILN_BACKEND_CPU ? "applies" : "does not apply");
+  if (!st)
+    st = kbench_report_note(r, "the jax.jit comparison is bench/jax_reference.py + "
+                               "bench/compare.py (same row names, same run on the GPU machine)");
+  return st;
+}
+
+static bool parse_args(int argc, char **argv, fusion_args *a) {
+  *a = (fusion_args){.iters = 10, .batch = 0, .scale = 1.0, .json = NULL};
+  for (int i = 1; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--iters") && v) a->iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--batch") && v) a->batch = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--scale") && v) a->scale = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && v) a->json = argv[++i];
+    else return false;
+  }
+  return a->iters >= 1 && a->batch >= 0 && a->scale > 0 && a->scale <= 16;
+}
+
+static kiln_status run(executor *ex, fusion_args *a, kbench_report *r) {
+  static const kiln_executor modes[3] = {KILN_EXECUTOR_FUSED, KILN_EXECUTOR_UNFUSED,
+                                         KILN_EXECUTOR_REFERENCE};
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < 3 && !st; i++) {
+    kiln_options o;
+    kiln_options_init(&o);
+    o.executor = ex[i].mode = modes[i];
+    st = kiln_ctx_new(&o, &ex[i].ctx);
+    if (!st) st = kiln_device_get(ex[i].ctx, 0, &ex[i].dev);
+  }
+  kiln_device_info info;
+  if (!st) st = kiln_device_info_get(ex[0].dev, &info);
+  if (!st && a->batch == 0) a->batch = info.platform == KILN_BACKEND_CUDA ? 10 : 1;
+  if (!st) st = kbench_report_add_device(r, info.name, kiln_backend_name(info.platform));
+  if (!st) st = kbench_report_param(r, "iters", a->iters);
+  if (!st) st = kbench_report_param(r, "batch", a->batch);
+  if (!st) st = kbench_report_param(r, "scale", a->scale);
+  kbench_case cases[KBENCH_MAX_FUSION_CASES];
+  int nc = kbench_fusion_cases(a->scale, cases);
+  for (int i = 0; i < nc && !st; i++) st = measure_case(ex, &cases[i], a, &info, r);
+  if (!st) st = add_notes(r, &info, a);
+  return st;
 }
 
 int main(int argc, char **argv) {
-  int iters = 10;
-  double scale = 1.0;
-  const char *json = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else {
-      fprintf(stderr, "usage: bench_fusion [--iters N] [--scale S] [--json PATH]\n");
-      return 2;
-    }
+  fusion_args a;
+  if (!parse_args(argc, argv, &a)) {
+    fprintf(stderr, "usage: bench_fusion [--iters N>=1] [--batch N] [--scale S in (0,16]] "
+                    "[--json PATH]\n");
+    return 2;
   }
-  if (iters < 1 || scale <= 0 || scale > 1) return 2;
-  int64_t n = (int64_t)((double)(1 << 24) * scale), side = (int64_t)(2048 * (scale < 1 ? 0.25 : 1));
-  fusion_case cases[10];
-  int nc = 0;
-  cases[nc++] = (fusion_case){"chain8_f32", chain8, KILN_F32, 1, {1}, {{n}}, (double)n};
-  cases[nc++] = (fusion_case){"broadcast_f32", broadcast, KILN_F32, 3, {2, 2, 1},
-                              {{side, 1}, {1, side}, {side}}, (double)(side * side)};
-  const int64_t lengths[2] = {1024, 8192};
-  for (int k = 0; k < 2; k++)
-    for (int dt = 0; dt < 2; dt++) {
-      int64_t len = lengths[k], rows_n = n / 4 / len > 0 ? n / 4 / len : 1;
-      kiln_dtype d = dt ? KILN_BF16 : KILN_F32;
-      static char names[8][48];
-      char *sm = names[2 * (2 * k + dt)], *ln = names[2 * (2 * k + dt) + 1];
-      snprintf(sm, 48, "softmax_%lld_%s", (long long)len, kiln_dtype_short_name(d));
-      snprintf(ln, 48, "layernorm_%lld_%s", (long long)len, kiln_dtype_short_name(d));
-      cases[nc++] = (fusion_case){sm, verified_fn("softmax"), d, 1, {2}, {{rows_n, len}},
-                                  (double)(rows_n * len)};
-      cases[nc++] = (fusion_case){ln, verified_fn("layernorm"), d, 1, {2}, {{rows_n, len}},
-                                  (double)(rows_n * len)};
-    }
+  executor ex[3] = {{0}};
   kbench_report *r = NULL;
   kiln_status st = kbench_report_new("fusion", &r);
-  char device[128] = "";
-  if (!st) st = kbench_report_param(r, "iters", iters);
-  if (!st) st = kbench_report_param(r, "scale", scale);
-  for (int i = 0; i < nc && !st; i++) {
-    double fused = 0, unfused = 0, reference = 0;
-    st = time_case(KILN_EXECUTOR_FUSED, &cases[i], iters, &fused, device, sizeof device);
-    if (!st) st = time_case(KILN_EXECUTOR_UNFUSED, &cases[i], iters, &unfused, device, sizeof device);
-    if (!st) st = time_case(KILN_EXECUTOR_REFERENCE, &cases[i], iters > 3 ? 3 : iters, &reference,
-                            device, sizeof device);
-    if (!st && i == 0) st = kbench_report_add_device(r, device, "auto");
-    if (!st) st = kbench_report_row(r, cases[i].name);
-    if (!st) st = kbench_report_value(r, "fused_ms", fused);
-    if (!st) st = kbench_report_value(r, "unfused_ms", unfused);
-    if (!st) st = kbench_report_value(r, "reference_ms", reference);
-    if (!st) st = kbench_report_value(r, "fused_GBps", case_bytes(&cases[i]) / (fused * 1e6));
-    if (!st) st = kbench_report_value(r, "x_vs_unfused", unfused / fused);
-    if (!st) st = kbench_report_value(r, "x_vs_reference", reference / fused);
-  }
+  if (!st) st = run(ex, &a, r);
   char path[512] = "";
   if (!st) {
     kbench_report_print(r, stdout);
-    st = kbench_report_write_json(r, json, path, sizeof path);
+    st = kbench_report_write_json(r, a.json, path, sizeof path);
   }
   if (st)
     fprintf(stderr, "bench_fusion: %s: %s\n", kiln_status_str(st), kiln_last_error());
   else
     printf("wrote %s\n", path);
   kbench_report_free(r);
+  for (int i = 0; i < 3; i++) kiln_ctx_free(ex[i].ctx);
   return st ? 1 : 0;
 }

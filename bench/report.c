@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,8 @@ struct kbench_report {
   int num_columns;
   kbench_row *rows;
   int num_rows;
+  char **notes;
+  int num_notes;
 };
 
 /* Grows the array that the pointer at `array` points to (items of `size`
@@ -78,6 +81,8 @@ void kbench_report_free(kbench_report *r) {
     free(r->rows[i].values);
     free(r->rows[i].set);
   }
+  for (int i = 0; i < r->num_notes; i++) free(r->notes[i]);
+  free(r->notes);
   free(r->device_names);
   free(r->device_platforms);
   free(r->params);
@@ -105,6 +110,16 @@ kiln_status kbench_report_param(kbench_report *r, const char *key, double value)
   if (st) return st;
   r->params[r->num_params - 1].value = value;
   return kbench_dup(key, &r->params[r->num_params - 1].name);
+}
+
+kiln_status kbench_report_note(kbench_report *r, const char *fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  kiln_status st = kbench_grow(&r->notes, &r->num_notes, sizeof *r->notes);
+  return st ? st : kbench_dup(text, &r->notes[r->num_notes - 1]);
 }
 
 kiln_status kbench_report_row(kbench_report *r, const char *name) {
@@ -192,6 +207,7 @@ void kbench_report_print(const kbench_report *r, FILE *out) {
     }
     fprintf(out, "\n");
   }
+  for (int i = 0; i < r->num_notes; i++) fprintf(out, "  %s\n", r->notes[i]);
   free(width);
 }
 
@@ -305,7 +321,12 @@ static void kbench_json(const kbench_report *r, FILE *f) {
     fprintf(f, ": ");
     kbench_json_number(f, r->params[i].value);
   }
-  fprintf(f, "},\n");
+  fprintf(f, "},\n  \"notes\": [");
+  for (int i = 0; i < r->num_notes; i++) {
+    fprintf(f, "%s\n    ", i ? "," : "");
+    kbench_json_string(f, r->notes[i]);
+  }
+  fprintf(f, "%s],\n", r->num_notes ? "\n  " : "");
   kbench_json_rows(r, f);
   fprintf(f, "}\n");
 }

@@ -26,6 +26,11 @@ kiln_status kbench_report_param(kbench_report *r, const char *key, double value)
 kiln_status kbench_report_row(kbench_report *r, const char *name);
 kiln_status kbench_report_value(kbench_report *r, const char *column, double value);
 
+/* A line of text printed under the table and kept in the JSON's "notes":
+ * what a row or column measures, which target it is compared with. */
+kiln_status kbench_report_note(kbench_report *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 void kbench_report_print(const kbench_report *r, FILE *out);
 /* Writes the JSON to `path`, or, when path is NULL, to
  * bench/results/<name>-<first device>.json in the source tree. The path used
