@@ -18,9 +18,12 @@
 
 typedef enum kcg_coop { KCG_COOP_THREAD, KCG_COOP_WARP, KCG_COOP_BLOCK } kcg_coop;
 
-/* ROW rows up to these lengths go to a thread / a warp. */
+/* ROW rows up to these lengths go to a thread / a warp; longer ones to a
+ * block of at least 128 threads, so that no thread keeps more than 8
+ * elements of a row of up to 1024: NVRTC compiles a 32-way unrolled warp
+ * loop of a 1024-element softmax in twice the time of the block version. */
 #define KCG_ROW_THREAD_MAX 8
-#define KCG_ROW_WARP_MAX 1024
+#define KCG_ROW_WARP_MAX 256
 /* A thread keeps at most this many elements of each kept row value, and
  * this many registers' worth of them in all. */
 #define KCG_ROW_MAX_EPT 32
