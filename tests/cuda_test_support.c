@@ -168,3 +168,113 @@ kiln_status kct_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used)
 }
 
 kiln_status kct_pool_trim(kiln_device *dev) { return kcuda_pool_trim(dev); }
+
+/* ---- cuBLASLt (blaslt.c) ---- */
+
+struct kct_blaslt {
+  kcuda_blaslt *lt;
+};
+
+kiln_status kct_blaslt_open(const char *library, kct_blaslt **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kct_blaslt_open: out of host memory");
+  kiln_status st = library ? kcuda_blaslt_open_library(library, &(*out)->lt)
+                           : kcuda_blaslt_open(&(*out)->lt);
+  if (st) {
+    free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+void kct_blaslt_close(kct_blaslt *lt) {
+  if (!lt) return;
+  kcuda_blaslt_close(lt->lt);
+  free(lt);
+}
+
+size_t kct_blaslt_version(const kct_blaslt *lt) { return lt->lt->version; }
+
+kiln_status kct_gemm_plan(const kir_program *p, const kfuse_group *g, kct_gemm_info *info) {
+  kcuda_gemm gm;
+  kiln_status st = kcuda_gemm_plan(p, g, &gm);
+  *info = (kct_gemm_info){.batch = gm.batch, .m = gm.m, .n = gm.n, .k = gm.k,
+                          .a_trans = gm.a.trans, .b_trans = gm.b.trans, .lda = gm.a.ld,
+                          .ldb = gm.b.ld, .a_batch_stride = gm.a.batch_stride,
+                          .b_batch_stride = gm.b.batch_stride, .compute = (int)gm.compute,
+                          .epilogue = (int)gm.epilogue};
+  return st;
+}
+
+/* A device buffer of n bytes (plus slack to align it), filled from host. */
+typedef struct kct_dev_buf {
+  krt_buffer buf;
+  CUdeviceptr ptr; /* 256-byte aligned, inside buf */
+} kct_dev_buf;
+
+static kiln_status kct_dev_buf_new(kiln_device *dev, size_t n, kct_dev_buf *b) {
+  kiln_status st = dev->ops->alloc(dev, n + KCUDA_GEMM_ALIGN, &b->buf);
+  if (!st) b->ptr = (CUdeviceptr)((b->buf.ptr + KCUDA_GEMM_ALIGN - 1) & ~(uintptr_t)(KCUDA_GEMM_ALIGN - 1));
+  return st;
+}
+
+static kiln_status kct_gemm_io(kcuda_device *d, const kct_gemm_case *c, kct_dev_buf *bufs,
+                               kcuda_gemm_stream *gs, const kcuda_gemm_op *op) {
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  const void *host[3] = {c->lhs, c->rhs, c->bias};
+  size_t bytes[3] = {c->lhs_bytes, c->rhs_bytes, c->bias_bytes};
+  for (int i = 0; i < 3; i++)
+    if (bytes[i]) KCUDA_CU(d->drv, d->where, cuMemcpyHtoDAsync, (bufs[i].ptr, host[i], bytes[i], d->compute), out);
+  st = kcuda_gemm_run(gs, op, bufs[0].ptr, bufs[1].ptr, c->bias ? bufs[2].ptr : 0,
+                      bufs[3].ptr + c->c_offset);
+  if (st) goto out;
+  if (c->out_bytes && !c->c_bytes_short) /* a short C is not read back */
+    KCUDA_CU(d->drv, d->where, cuMemcpyDtoHAsync, (c->out, bufs[3].ptr, c->out_bytes, d->compute), out);
+  KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), out);
+out:
+  kcuda_leave(d);
+  return st;
+}
+
+kiln_status kct_gemm_eval(kiln_device *dev, kct_blaslt *lt, const kir_program *p,
+                          const kfuse_group *g, const kct_gemm_case *c) {
+  kcuda_device *d = kcuda_impl(dev);
+  kcuda_gemm gm;
+  kcuda_gemm_stream *gs = NULL;
+  kcuda_gemm_op *op = NULL;
+  kct_dev_buf bufs[4];
+  memset(bufs, 0, sizeof bufs);
+  kiln_status st = kcuda_gemm_plan(p, g, &gm);
+  if (st) return st;
+  if (c->tf32) gm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;
+  if ((st = kcuda_gemm_stream_new(lt->lt, d, d->compute, &gs)) ||
+      (st = kcuda_gemm_prepare(gs, &gm, &op)))
+    goto out;
+  size_t bytes[4] = {c->lhs_bytes, c->rhs_bytes, c->bias_bytes, c->out_bytes - c->c_bytes_short};
+  for (int i = 0; i < 4 && !st; i++) st = kct_dev_buf_new(dev, bytes[i], &bufs[i]);
+  if (!st) st = kct_gemm_io(d, c, bufs, gs, op);
+out:
+  for (int i = 0; i < 4; i++)
+    if (bufs[i].buf.ptr) dev->ops->release(dev, &bufs[i].buf);
+  kcuda_gemm_op_free(op);
+  kcuda_gemm_stream_free(gs);
+  return st;
+}
+
+kiln_status kct_ctx_use_blaslt(kiln_ctx *ctx, const char *library) {
+  kcuda_state *s = ctx->backend_state;
+  if (s->blaslt) return KILN_OK;
+  return library ? kcuda_blaslt_open_library(library, &s->blaslt) : kcuda_blaslt_open(&s->blaslt);
+}
+
+kiln_status kct_device_gemm_attach(kiln_device *dev, const char *library, bool *same) {
+  kcuda_state *s = dev->ctx->backend_state;
+  kiln_status st = kct_ctx_use_blaslt(dev->ctx, library);
+  kcuda_gemm_stream *first = NULL, *second = NULL;
+  if (!st) st = kcuda_device_gemm(s, kcuda_impl(dev), &first);
+  if (!st) st = kcuda_device_gemm(s, kcuda_impl(dev), &second);
+  *same = first && first == second;
+  return st;
+}
+/* ---- end of cuBLASLt ---- */

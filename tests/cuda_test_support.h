@@ -60,6 +60,53 @@ kiln_status kct_array_alloc(kiln_device *dev, int64_t elements, kiln_array **out
 kiln_status kct_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used);
 kiln_status kct_pool_trim(kiln_device *dev);
 
+/* ---- cuBLASLt (blaslt.c) ---- */
+typedef struct kir_program kir_program;
+typedef struct kfuse_group kfuse_group;
+typedef struct kct_blaslt kct_blaslt;
+/* kcuda_blaslt_open_library(library), or kcuda_blaslt_open() for NULL. */
+kiln_status kct_blaslt_open(const char *library, kct_blaslt **out);
+void kct_blaslt_close(kct_blaslt *lt);
+size_t kct_blaslt_version(const kct_blaslt *lt);
+
+/* kcuda_gemm_plan's answer, flattened. compute: 0 32F, 1 32F_FAST_TF32, 2 64F. */
+typedef struct kct_gemm_info {
+  int64_t batch, m, n, k;
+  bool a_trans, b_trans;
+  int64_t lda, ldb, a_batch_stride, b_batch_stride;
+  int compute;
+  int epilogue; /* kfuse_epilogue */
+} kct_gemm_info;
+kiln_status kct_gemm_plan(const kir_program *p, const kfuse_group *g, kct_gemm_info *info);
+
+/* One dot group run through cuBLASLt on a device: the host data of its
+ * operands (bias NULL without an epilogue) and where its result goes. */
+typedef struct kct_gemm_case {
+  const void *lhs, *rhs, *bias;
+  size_t lhs_bytes, rhs_bytes, bias_bytes;
+  void *out;
+  size_t out_bytes;
+  bool tf32;             /* run with KCUDA_GEMM_COMPUTE_32F_TF32 */
+  size_t c_offset;       /* hand C over this many bytes past its 256-byte aligned start */
+  size_t c_bytes_short;  /* allocate C this many bytes too small */
+} kct_gemm_case;
+/* Plans g, makes a gemm stream on the device's compute stream, prepares,
+ * uploads the operands into fresh device buffers (256-byte aligned), runs,
+ * downloads C and frees everything. */
+kiln_status kct_gemm_eval(kiln_device *dev, kct_blaslt *lt, const kir_program *p,
+                          const kfuse_group *g, const kct_gemm_case *c);
+/* Makes the context's CUDA backend use cuBLASLt from `library` (NULL: the
+ * default list) instead of opening the default one on first use. Call right
+ * after kiln_ctx_new: it is how tests on the stand-in driver use the
+ * stand-in cuBLASLt (libcublas brings the real one into every process, so
+ * the soname cannot select the stand-in). */
+kiln_status kct_ctx_use_blaslt(kiln_ctx *ctx, const char *library);
+/* kct_ctx_use_blaslt, then the device's lazy gemm stream
+ * (kcuda_device_gemm), for the teardown to free; *same is whether a second
+ * call returns the same stream. */
+kiln_status kct_device_gemm_attach(kiln_device *dev, const char *library, bool *same);
+/* ---- end of cuBLASLt ---- */
+
 #ifdef __cplusplus
 }
 

@@ -79,6 +79,10 @@ class KCT_SUITE : public ::testing::Test {
     kiln_status st = kiln_ctx_new(&o, &ctx_);
     if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
     ASSERT_EQ(st, KILN_OK) << Err();
+#ifdef KILN_FAKE_CUBLASLT_LIBRARY
+    // DOT groups go to the stand-in cuBLASLt, which computes them.
+    ASSERT_EQ(kct_ctx_use_blaslt(ctx_, KILN_FAKE_CUBLASLT_LIBRARY), KILN_OK) << Err();
+#endif
     ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
   }
   void TearDown() override {

@@ -1,8 +1,10 @@
 /* Fused execution on CUDA devices. The fusion plan's LOOP, REDUCE and ROW
  * groups become CUDA kernels (emitted for the device's compute capability,
  * compiled by NVRTC through the kernel cache, loaded once per executable);
- * the other groups, and any the emitter declines, are host steps: their
- * inputs come down, the reference evaluators run, their outputs go back up.
+ * DOT groups are cuBLASLt matmuls (with their bias and relu epilogues); the
+ * other groups, and any the emitter or cuBLASLt declines, are host steps:
+ * their inputs come down, the reference evaluators run, their outputs go
+ * back up.
  *
  * A call only enqueues: it orders the compute stream after its inputs'
  * writes, allocates its outputs stream-ordered, launches, and records each
@@ -27,7 +29,7 @@
  * enough to fill every SM several times over; the kernel strides past it. */
 #define KRT_CUDA_BLOCKS_PER_SM 32
 
-typedef enum krt_cstep_kind { KRT_CSTEP_KERNEL, KRT_CSTEP_HOST } krt_cstep_kind;
+typedef enum krt_cstep_kind { KRT_CSTEP_KERNEL, KRT_CSTEP_GEMM, KRT_CSTEP_HOST } krt_cstep_kind;
 
 typedef struct krt_cstep {
   krt_cstep_kind kind;
@@ -37,6 +39,9 @@ typedef struct krt_cstep {
   kcuda_kernel kernel;
   unsigned grid, block;
   int node; /* its node in the graph, -1 when not launched (no work items) */
+  kcuda_gemm gemm; /* GEMM */
+  kcuda_gemm_op *gemm_op;
+  kcuda_gemm_stream *gemm_stream;
 } krt_cstep;
 
 struct krt_cuda_exec {
@@ -113,6 +118,23 @@ static unsigned krt_cuda_grid(const kiln_device *dev, const kcg_kernel *k) {
   return (unsigned)(need < 1 ? 1 : need < cap ? need : cap);
 }
 
+/* A DOT group as one cuBLASLt matmul; one cuBLASLt declines stays a host
+ * step. */
+static kiln_status krt_cstep_gemm(krt_cuda_exec *x, kiln_ctx *ctx, const kir_program *p,
+                                  const kfuse_group *grp, krt_cstep *s) {
+  kcuda_device *d = kcuda_impl(x->dev);
+  kiln_status st = kcuda_gemm_plan(p, grp, &s->gemm);
+  if (!st) st = kcuda_device_gemm(ctx->backend_state, d, &s->gemm_stream);
+  if (!st) st = kcuda_gemm_prepare(s->gemm_stream, &s->gemm, &s->gemm_op);
+  if (st == KILN_ERR_UNIMPLEMENTED) {
+    KRT_LOG(ctx, KILN_LOG_DEBUG, "fuse: a DOT group runs on the host: %s", kiln_last_error());
+    kiln_clear_error();
+    return KILN_OK;
+  }
+  if (!st) s->kind = KRT_CSTEP_GEMM;
+  return st;
+}
+
 /* Emits, compiles and loads one kernel group; a group the emitter declines
  * becomes a host step. */
 static kiln_status krt_cstep_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
@@ -120,6 +142,7 @@ static kiln_status krt_cstep_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *
   s->g = grp;
   s->node = -1;
   s->kind = KRT_CSTEP_HOST;
+  if (grp->kind == KFUSE_DOT) return krt_cstep_gemm(x, ctx, p, grp, s);
   if (grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
     return KILN_OK;
   kiln_device_info *info = &x->dev->info;
@@ -161,7 +184,7 @@ static kiln_status krt_cuda_upload_consts(krt_cuda_exec *x, const kir_program *p
   if (!need) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   for (int i = 0; i < x->n_steps; i++) {
     const kfuse_group *g = x->steps[i].g;
-    if (x->steps[i].kind == KRT_CSTEP_KERNEL)
+    if (x->steps[i].kind != KRT_CSTEP_HOST)
       for (int j = 0; j < g->n_in - g->n_in_literals; j++) need[g->in[j]] = true;
   }
   for (int k = 0; k < p->n_outvars; k++) need[p->outvars[k]] = true;
@@ -188,6 +211,7 @@ void krt_cuda_free(krt_cuda_exec *x) {
   kcuda_graph_destroy(d, &x->graph);
   for (int i = 0; i < x->n_steps; i++) {
     if (entered) kcuda_kernel_unload(d, &x->steps[i].kernel);
+    kcuda_gemm_op_free(x->steps[i].gemm_op);
     free(x->steps[i].name);
     free(x->steps[i].source);
   }
@@ -246,6 +270,8 @@ kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, cha
     if (s->kind == KRT_CSTEP_KERNEL)
       kcg_buf_addf(&buf, "\n/* ---- group %d: %s, grid %u x block %u ---- */\n%s", i, s->name,
                    s->grid, s->block, s->source);
+    else if (s->kind == KRT_CSTEP_GEMM)
+      kcg_buf_addf(&buf, "\n/* ---- group %d: cuBLASLt matmul: %s ---- */\n", i, s->gemm.what);
     else
       kcg_buf_addf(&buf, "\n/* ---- group %d (%s): host step ---- */\n", i,
                    kfuse_kind_name(s->g->kind));
@@ -309,6 +335,13 @@ static kiln_status krt_cstep_kernel(const krt_crun *r, const krt_cstep *s) {
   krt_cstep_args(r, s->g, &a);
   kcuda_launch l = krt_cstep_launch(s, &a, range, params);
   return kcuda_launch_kernel(r->d, r->d->compute, &l);
+}
+
+static kiln_status krt_cstep_gemm_run(const krt_crun *r, const krt_cstep *s) {
+  const kir_eqn *dot = &r->c->p.prog->eqns[s->g->eqns[0]];
+  CUdeviceptr bias = s->g->bias != KIR_NO_VAR ? krt_cuda_addr(r, s->g->bias) : 0;
+  return kcuda_gemm_run(s->gemm_stream, s->gemm_op, krt_cuda_addr(r, dot->in[0]),
+                        krt_cuda_addr(r, dot->in[1]), bias, krt_cuda_addr(r, s->g->out[0]));
 }
 
 /* ---- host steps ---- */
@@ -435,9 +468,14 @@ static kiln_status krt_cuda_steps(const krt_crun *r) {
   kiln_status st = KILN_OK;
   for (int i = 0; i < x->n_steps && !st; i++) {
     const krt_cstep *s = &x->steps[i];
-    st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s) : krt_cstep_host(r, s);
-    if (st) kcore_fail_wrap(st, "%s, step %d (%s)", x->label, i,
-                            s->name ? s->name : kfuse_kind_name(s->g->kind));
+    st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s)
+         : s->kind == KRT_CSTEP_GEMM ? krt_cstep_gemm_run(r, s)
+                                     : krt_cstep_host(r, s);
+    if (st)
+      kcore_fail_wrap(st, "%s, step %d (%s)", x->label, i,
+                      s->name                      ? s->name
+                      : s->kind == KRT_CSTEP_GEMM ? "cuBLASLt matmul"
+                                                  : kfuse_kind_name(s->g->kind));
   }
   return st;
 }

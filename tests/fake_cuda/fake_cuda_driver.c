@@ -663,7 +663,8 @@ static CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t n, CUmemor
   int dev = pool->device;
   if (n > fake_device_memory() - fake_used[dev]) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
   fake_alloc *a = calloc(1, sizeof *a);
-  char *base = a ? malloc(n) : NULL;
+  /* 256-byte aligned, as the driver's allocations are (cuBLASLt relies on it). */
+  char *base = a ? aligned_alloc(256, (n + 255) / 256 * 256) : NULL;
   if (!base) {
     free(a);
     return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);

@@ -265,6 +265,7 @@ static void kcuda_device_close(kcuda_device *d) {
   if (!entered) kcuda_log_failure(d, rc, "cuCtxPushCurrent");
 #define KCUDA_TEARDOWN(fn, args) \
   if ((rc = drv->fn args) != CUDA_SUCCESS) kcuda_log_failure(d, rc, #fn)
+  kcuda_gemm_stream_free(d->gemm); /* its workspace's free completes in the sync below */
   if (d->copy) KCUDA_TEARDOWN(cuStreamSynchronize, (d->copy));
   if (d->compute) KCUDA_TEARDOWN(cuStreamSynchronize, (d->compute));
   for (int k = 0; k < 2; k++) {
@@ -330,6 +331,7 @@ static void kcuda_enable_peers(kcuda_state *s) {
 
 static void kcuda_state_free(kcuda_state *s) {
   for (int i = s->num_devices - 1; i >= 0; i--) kcuda_device_close(&s->devices[i]);
+  kcuda_blaslt_close(s->blaslt);
   free(s->devices);
   kcuda_driver_unload(&s->drv);
   free(s);
