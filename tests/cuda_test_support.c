@@ -1,6 +1,5 @@
 /* C shims over backend/cuda's internals for the C++ tests. */
 #include "cuda_test_support.h"
-#include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_backend.h"
@@ -72,14 +71,17 @@ cleanup:
   return st;
 }
 
-kiln_status kct_cublas_create(void) {
-  kiln_status st = KILN_OK;
-  cublasHandle_t handle = NULL;
-  KCUDA_CUBLAS_CHECK(NULL, cublasCreate(&handle), out);
-  KCUDA_CUBLAS_CHECK(NULL, cublasDestroy(handle), out);
+kiln_status kct_blaslt_create(void) {
+  kcuda_blaslt *lt = NULL;
+  kiln_status st = kcuda_blaslt_open(&lt);
+  if (st) return st;
+  cublasLtHandle_t handle = NULL;
+  KCUDA_LT(lt, NULL, cublasLtCreate, (&handle), out);
+  KCUDA_LT(lt, NULL, cublasLtDestroy, (handle), out);
   handle = NULL;
 out:
-  if (handle) cublasDestroy(handle);
+  if (handle) lt->cublasLtDestroy(handle);
+  kcuda_blaslt_close(lt);
   return st;
 }
 

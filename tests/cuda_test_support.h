@@ -31,7 +31,7 @@ kiln_status kct_nccl_fail(int nccl_result, const char *call, const char *where);
 kiln_status kct_driver_macro(int cu_result, const char *where, bool *reached_cleanup);
 
 /* The other macros on real library calls. */
-kiln_status kct_cublas_create(void); /* cublasCreate + cublasDestroy */
+kiln_status kct_blaslt_create(void); /* the real cuBLASLt's cublasLtCreate + Destroy */
 kiln_status kct_nccl_version(int *version);
 kiln_status kct_nccl_comm_count_null(void); /* ncclCommCount(NULL, ...) */
 

@@ -246,10 +246,10 @@ TEST(CudaCublasErrors, StatusMapping) {
 }
 
 TEST(CudaCublasErrors, CreateWithoutAGpuFailsAsADeviceError) {
-  kiln_status st = kct_cublas_create();
-  if (st == KILN_OK) GTEST_SKIP() << "cuBLAS found a GPU";
+  kiln_status st = kct_blaslt_create();
+  if (st == KILN_OK) GTEST_SKIP() << "cuBLASLt found a GPU";
   EXPECT_EQ(st, KILN_ERR_DEVICE);
-  EXPECT_TRUE(contains(last_error(), "cublasCreate(&handle) failed: CUBLAS_STATUS_NOT_INITIALIZED"))
+  EXPECT_TRUE(contains(last_error(), "cublasLtCreate(&handle) failed: CUBLAS_STATUS_NOT_INITIALIZED"))
       << last_error();
 }
 

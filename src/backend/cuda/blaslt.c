@@ -21,20 +21,6 @@ KCUDA_BLASLT_FUNCTIONS(KCUDA_BLASLT_CHECK)
 
 /* ---- the library ---- */
 
-kiln_status kcuda_blaslt_fail(const kcuda_blaslt *lt, cublasStatus_t rc, const char *call,
-                              const char *where) {
-  char number[32];
-  const char *name = lt && lt->cublasLtGetStatusName ? lt->cublasLtGetStatusName(rc) : NULL;
-  const char *text = lt && lt->cublasLtGetStatusString ? lt->cublasLtGetStatusString(rc) : NULL;
-  if (!name) {
-    snprintf(number, sizeof number, "cublasStatus_t %d", (int)rc);
-    name = number;
-  }
-  bool has_where = where && *where;
-  return kcore_fail(kcuda_cublas_status(rc), "%s%s%s failed: %s (%s)", has_where ? where : "",
-                    has_where ? ": " : "", call, name, text ? text : "no description");
-}
-
 /* Fills the table from an opened library. */
 static kiln_status kcuda_blaslt_resolve(kcuda_blaslt *lt) {
   void *p;
@@ -513,7 +499,7 @@ static kiln_status kcuda_pick_algo(const kcuda_gemm_stream *gs, kcuda_gemm_op *o
                     "%s: cuBLASLt has no algorithm for it (cublasLtMatmulAlgoGetHeuristic: %s)",
                     op->where, found < 1 && !rc ? "no result" : lt->cublasLtGetStatusName(rc));
   } else if (rc != CUBLAS_STATUS_SUCCESS || best.state != CUBLAS_STATUS_SUCCESS) {
-    st = kcuda_blaslt_fail(lt, rc ? rc : best.state, "cublasLtMatmulAlgoGetHeuristic", op->where);
+    st = kcuda_cublas_fail(rc ? rc : best.state, "cublasLtMatmulAlgoGetHeuristic", op->where);
   } else if (best.workspaceSize > gs->workspace_bytes) {
     st = kcore_fail(KILN_ERR_INTERNAL,
                     "%s: cuBLASLt picked an algorithm needing %zu bytes of workspace, over the "

@@ -101,10 +101,38 @@ kiln_status kcuda_cublas_status(cublasStatus_t rc) {
   }
 }
 
+/* cuBLAS and cuBLASLt share these statuses. kiln names them itself rather
+ * than through libcublas, which it does not link (cuBLASLt is dlopen'ed). */
+static const struct {
+  cublasStatus_t rc;
+  const char *name, *text;
+} kcuda_cublas_errors[] = {
+    {CUBLAS_STATUS_SUCCESS, "CUBLAS_STATUS_SUCCESS", "success"},
+    {CUBLAS_STATUS_NOT_INITIALIZED, "CUBLAS_STATUS_NOT_INITIALIZED", "the library was not initialized"},
+    {CUBLAS_STATUS_ALLOC_FAILED, "CUBLAS_STATUS_ALLOC_FAILED", "a resource allocation failed"},
+    {CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE", "an invalid value was passed"},
+    {CUBLAS_STATUS_ARCH_MISMATCH, "CUBLAS_STATUS_ARCH_MISMATCH", "the device lacks a required feature"},
+    {CUBLAS_STATUS_MAPPING_ERROR, "CUBLAS_STATUS_MAPPING_ERROR", "access to GPU memory failed"},
+    {CUBLAS_STATUS_EXECUTION_FAILED, "CUBLAS_STATUS_EXECUTION_FAILED", "a GPU program failed to run"},
+    {CUBLAS_STATUS_INTERNAL_ERROR, "CUBLAS_STATUS_INTERNAL_ERROR", "an internal operation failed"},
+    {CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED", "the operation is not supported"},
+    {CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "a license error"},
+};
+
 kiln_status kcuda_cublas_fail(cublasStatus_t rc, const char *call, const char *where) {
+  const char *name = NULL, *text = "unknown status";
+  for (size_t i = 0; i < sizeof kcuda_cublas_errors / sizeof kcuda_cublas_errors[0]; i++)
+    if (kcuda_cublas_errors[i].rc == rc) {
+      name = kcuda_cublas_errors[i].name;
+      text = kcuda_cublas_errors[i].text;
+    }
+  char number[32];
+  if (!name) {
+    snprintf(number, sizeof number, "cublasStatus_t %d", (int)rc);
+    name = number;
+  }
   return kcore_fail(kcuda_cublas_status(rc), "%s%s%s failed: %s (%s)", kcuda_where(where),
-                    kcuda_where_sep(where), call, cublasGetStatusName(rc),
-                    cublasGetStatusString(rc));
+                    kcuda_where_sep(where), call, name, text);
 }
 
 kiln_status kcuda_nccl_status(ncclResult_t rc) {

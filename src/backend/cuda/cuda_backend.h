@@ -368,16 +368,12 @@ kiln_status kcuda_blaslt_open(kcuda_blaslt **out);
 kiln_status kcuda_blaslt_open_library(const char *library, kcuda_blaslt **out);
 void kcuda_blaslt_close(kcuda_blaslt *lt); /* NULL is allowed */
 
-/* Sets "<where>: <call> failed: CUBLAS_STATUS_... (<text>)" with the
- * library's own names and returns kcuda_cublas_status(rc). */
-kiln_status kcuda_blaslt_fail(const kcuda_blaslt *lt, cublasStatus_t rc, const char *call,
-                              const char *where);
 /* KCUDA_CU for the table: KCUDA_LT(lt, where, cublasLtCreate, (&h), fail). */
 #define KCUDA_LT(lt, where, fn, args, label)                       \
   do {                                                             \
     cublasStatus_t kcuda_rc_ = (lt)->fn args;                      \
     if (kcuda_rc_ != CUBLAS_STATUS_SUCCESS) {                      \
-      st = kcuda_blaslt_fail((lt), kcuda_rc_, #fn #args, (where)); \
+      st = kcuda_cublas_fail(kcuda_rc_, #fn #args, (where));         \
       goto label;                                                  \
     }                                                              \
   } while (0)
