@@ -61,19 +61,9 @@ typedef struct dispatch_args {
   const char *json;
 } dispatch_args;
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
-}
-
-static double median_u64(uint64_t *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_u64);
-  return (double)v[n / 2];
 }
 
 /* Median and maximum of n values (sorted in place); NaN when n is 0. */
@@ -176,8 +166,8 @@ static kiln_status timed_calls(kiln_jit *j, const kiln_tree *x, int iters, doubl
     }
   }
   if (!st) {
-    *host_us = median_u64(host, iters) / 1e3;
-    *wall_us = median_u64(wall, iters) / 1e3;
+    *host_us = kbench_median_ns(host, iters) / 1e3;
+    *wall_us = kbench_median_ns(wall, iters) / 1e3;
   }
   free(host);
   free(wall);
@@ -237,7 +227,7 @@ static kiln_status bench_trace_compile(kbench_report *r, kiln_ctx *ctx, int n_eq
   }
   char name[32];
   snprintf(name, sizeof name, "trace_compile_%d", n_eqns);
-  double us = st ? 0 : median_u64(ns, iters) / 1e3;
+  double us = st ? 0 : kbench_median_ns(ns, iters) / 1e3;
   if (!st) st = kbench_report_row(r, name);
   if (!st) st = kbench_report_value(r, "host_us", us);
   if (!st) st = kbench_report_value(r, "us_per_eqn", us / n_eqns);
@@ -306,7 +296,7 @@ static kiln_status time_cubin_hits(compile_bench *b, const krt_kcache_key *key, 
     if (!st) st = check_disk_hit(c, name);
     krt_kcache_free(c);
   }
-  if (!st) *ms = median_u64(ns, b->hit_iters) / 1e6;
+  if (!st) *ms = kbench_median_ns(ns, b->hit_iters) / 1e6;
   free(ns);
   return st;
 }
@@ -336,7 +326,7 @@ static kiln_status bench_cuda_kernel(compile_bench *b, const kcg_kernel *k) {
   if (!st) st = krt_kcache_get_or_build(store, &key, give_blob, &ref, &blob, &size);
   krt_kcache_free(store);
   if (!st) st = time_cubin_hits(b, &key, k->name, &b->cubin_hit_ms[b->n]);
-  if (!st) b->nvrtc_ms[b->n++] = median_u64(ns, b->iters) / 1e6;
+  if (!st) b->nvrtc_ms[b->n++] = kbench_median_ns(ns, b->iters) / 1e6;
   free(cubin);
   free(ns);
   return st;
@@ -360,7 +350,7 @@ static kiln_status bench_c_kernel(compile_bench *b, const kcg_kernel *k) {
     kcpu_cc_unload(m);
     krt_kcache_free(c);
   }
-  if (!st) b->c_hit_ms[b->n_c++] = median_u64(ns, b->hit_iters) / 1e6;
+  if (!st) b->c_hit_ms[b->n_c++] = kbench_median_ns(ns, b->hit_iters) / 1e6;
   free(ns);
   return st;
 }

@@ -48,15 +48,7 @@ typedef struct executor {
   kiln_device *dev;
 } executor;
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median_ms(uint64_t *ns, int n) {
-  qsort(ns, (size_t)n, sizeof *ns, cmp_u64);
-  return (double)ns[n / 2] / 1e6;
-}
+static double median_ms(uint64_t *ns, int n) { return kbench_median_ns(ns, n) / 1e6; }
 
 /* `batch` calls back to back, then a wait for the last result. */
 static kiln_status call_batch(kiln_jit *j, const kiln_tree *args, int batch) {

@@ -37,15 +37,7 @@ static kiln_tree *matmul(kiln_trace *t, const kiln_tree *a, void *u) {
   return kiln_tree_val(kiln_matmul(t, x, y));
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median_ms(uint64_t *ns, int n) {
-  qsort(ns, (size_t)n, sizeof *ns, cmp_u64);
-  return (double)ns[n / 2] / 1e6;
-}
+static double median_ms(uint64_t *ns, int n) { return kbench_median_ns(ns, n) / 1e6; }
 
 static float *random_matrix(int64_t n) {
   float *m = malloc((size_t)(n * n) * sizeof *m);

@@ -377,3 +377,13 @@ kiln_status kbench_report_write_json(const kbench_report *r, const char *path, c
   if (written) snprintf(written, cap, "%s", path);
   return KILN_OK;
 }
+
+static int kbench_cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+double kbench_median_ns(uint64_t *ns, int n) {
+  qsort(ns, (size_t)n, sizeof *ns, kbench_cmp_u64);
+  return (double)ns[n / 2];
+}

@@ -6,6 +6,7 @@
 #ifndef KILN_BENCH_REPORT_H
 #define KILN_BENCH_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "kiln/kiln.h"
 
@@ -32,6 +33,9 @@ kiln_status kbench_report_note(kbench_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void kbench_report_print(const kbench_report *r, FILE *out);
+
+/* The median of n timings in nanoseconds (sorted in place), in ns. */
+double kbench_median_ns(uint64_t *ns, int n);
 /* Writes the JSON to `path`, or, when path is NULL, to
  * bench/results/<name>-<first device>.json in the source tree. The path used
  * is copied into `written` (cap bytes) when it is not NULL. */

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "fake_cuda/fake_cuda.h"
 #include "fuse/fuse.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
@@ -37,32 +38,9 @@ bool contains(const std::string &text, const std::string &part) {
 #define KCT_CASES FakeCudaBlasltCases
 #define KCT_FAULTS FakeCudaBlasltFaults
 const char *const kLibrary = KILN_FAKE_CUBLASLT_LIBRARY;
-// The stand-in driver, loaded by path before any context, is the libcuda.so.1
-// the backend finds. kiln links libcublas, which brings the real
-// libcublasLt.so.13 into the process, so the stand-in cuBLASLt cannot be
-// found by its soname: the tests open it by path.
-class FakeDriverEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    ASSERT_NE(dlopen(KILN_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL), nullptr) << dlerror();
-  }
-};
-const ::testing::Environment *const kFakeDriver =
-    ::testing::AddGlobalTestEnvironment(new FakeDriverEnvironment);
-
-// A function exported by a stand-in library, or null.
-template <typename F>
-F fake_symbol(const char *library, const char *name) {
-  void *h = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
-  if (!h) return nullptr;
-  F f = reinterpret_cast<F>(dlsym(h, name));
-  dlclose(h);
-  return f;
-}
-int fake_live(const char *library, const char *name) {
-  auto live = fake_symbol<int (*)(int)>(library, name);
-  return live ? live(/*verbose=*/1) : -1;
-}
+// The stand-in cuBLASLt is opened by path and handed to the context (the
+// real one may be in the process too, loaded by something else).
+KCT_USE_FAKE_DRIVER();
 #else
 #define KCT_SUITE CudaBlaslt
 #define KCT_CASES CudaBlasltCases
@@ -205,11 +183,11 @@ class KCT_SUITE : public ::testing::Test {
     kiln_ctx_free(ctx_);
 #ifdef KILN_FAKE_CUBLASLT_LIBRARY
     if (ctx_) {
-      EXPECT_EQ(fake_live(KILN_FAKE_CUDA_LIBRARY, "kiln_fake_cuda_live_objects"), 0)
+      EXPECT_EQ(KctFakeLiveObjects(KILN_FAKE_CUDA_LIBRARY, "kiln_fake_cuda_live_objects"), 0)
           << "driver objects left behind";
-      EXPECT_EQ(fake_live(kLibrary, "kiln_fake_cublaslt_live_objects"), 0)
+      EXPECT_EQ(KctFakeLiveObjects(kLibrary, "kiln_fake_cublaslt_live_objects"), 0)
           << "cuBLASLt objects left behind";
-      auto take_error = fake_symbol<int (*)(void)>(kLibrary, "kiln_fake_cublaslt_take_error");
+      auto take_error = KctFakeSymbol<int (*)(void)>(kLibrary, "kiln_fake_cublaslt_take_error");
       EXPECT_EQ(take_error ? take_error() : -1, 0) << "a matmul touched memory it must not";
     }
 #endif
@@ -609,7 +587,7 @@ TEST_F(KCT_FAULTS, AMisalignedPointerIsRefusedBeforeTheLibrarySeesIt) {
 // The stand-in checks the memory each queued matmul touches when it runs;
 // a violation fails the next call, as a real illegal address would.
 TEST_F(KCT_FAULTS, WritingPastTheOutputFailsTheNextCall) {
-  auto take_error = fake_symbol<int (*)(void)>(kLibrary, "kiln_fake_cublaslt_take_error");
+  auto take_error = KctFakeSymbol<int (*)(void)>(kLibrary, "kiln_fake_cublaslt_take_error");
   ASSERT_NE(take_error, nullptr);
   EXPECT_EQ(eval_plain([](kct_gemm_case *k) { k->c_bytes_short = 4 + 256; }), KILN_OK)
       << last_error();
@@ -622,7 +600,7 @@ TEST_F(KCT_FAULTS, WritingPastTheOutputFailsTheNextCall) {
 }
 
 TEST_F(KCT_FAULTS, MatmulsRunInStreamOrder) {
-  auto runs = fake_symbol<unsigned long long (*)(void)>(kLibrary, "kiln_fake_cublaslt_matmuls_run");
+  auto runs = KctFakeSymbol<unsigned long long (*)(void)>(kLibrary, "kiln_fake_cublaslt_matmuls_run");
   ASSERT_NE(runs, nullptr);
   unsigned long long before = runs();
   EXPECT_EQ(eval_plain(nullptr), KILN_OK) << last_error();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "fake_cuda/fake_cuda.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -42,29 +43,10 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 
 #ifdef KILN_FAKE_CUDA_LIBRARY
 #define KCT_SUITE FakeCudaDevice
-// Loaded by path before any context, the stand-in's soname (libcuda.so.1) is
-// what the backend's dlopen finds in this process.
-class FakeDriverEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    ASSERT_NE(dlopen(KILN_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL), nullptr) << dlerror();
-  }
-};
-const ::testing::Environment *const kFakeDriver =
-    ::testing::AddGlobalTestEnvironment(new FakeDriverEnvironment);
+KCT_USE_FAKE_DRIVER();
 #else
 #define KCT_SUITE CudaDevice
 #endif
-
-// What the stand-in driver still holds, or -1 under the real driver.
-int fake_driver_live_objects() {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!h) return -1;
-  auto live = reinterpret_cast<int (*)(int)>(dlsym(h, "kiln_fake_cuda_live_objects"));
-  int n = live ? live(/*verbose=*/1) : -1;
-  dlclose(h);
-  return n;
-}
 
 class KCT_SUITE : public ::testing::Test {
  protected:
@@ -81,7 +63,7 @@ class KCT_SUITE : public ::testing::Test {
   void TearDown() override {
     kiln_ctx_free(ctx_);
     ctx_ = nullptr;
-    int live = fake_driver_live_objects();
+    int live = KctFakeLiveObjects();
     if (live >= 0) {
       EXPECT_EQ(live, 0) << "driver objects left behind by the context";
     }

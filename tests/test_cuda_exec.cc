@@ -9,7 +9,6 @@
 // live device memory when the kernel runs, stream ordering, errors, and that
 // every driver object is given back -- and compare values only where no
 // kernel wrote them.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "fake_cuda/fake_cuda.h"
 #include "jit_golden.h"
 #include "kiln/kiln.h"
 
@@ -28,27 +28,11 @@ namespace {
 #ifdef KILN_FAKE_CUDA_LIBRARY
 #define KCT_SUITE FakeCudaExec
 constexpr bool kFake = true;
-class FakeDriverEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    ASSERT_NE(dlopen(KILN_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL), nullptr) << dlerror();
-  }
-};
-const ::testing::Environment *const kFakeDriver =
-    ::testing::AddGlobalTestEnvironment(new FakeDriverEnvironment);
+KCT_USE_FAKE_DRIVER();
 #else
 #define KCT_SUITE CudaExec
 constexpr bool kFake = false;
 #endif
-
-template <typename Fn>
-Fn FakeSymbol(const char *name) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!h) return nullptr;
-  Fn f = reinterpret_cast<Fn>(dlsym(h, name));
-  dlclose(h);
-  return f;
-}
 
 // Kernels the stand-in has run and graphs it has launched.
 struct Counts {
@@ -56,15 +40,10 @@ struct Counts {
 };
 Counts FakeCounts() {
   Counts c;
-  auto fn = FakeSymbol<void (*)(unsigned long long *, unsigned long long *)>(
-      "kiln_fake_cuda_kernel_counts");
+  auto fn = KctFakeSymbol<void (*)(unsigned long long *, unsigned long long *)>(
+      "libcuda.so.1", "kiln_fake_cuda_kernel_counts");
   if (fn) fn(&c.kernels, &c.graphs);
   return c;
-}
-
-int FakeLiveObjects() {
-  auto fn = FakeSymbol<int (*)(int)>("kiln_fake_cuda_live_objects");
-  return fn ? fn(1) : 0;
 }
 
 std::string Err() { return kiln_last_error(); }
@@ -89,7 +68,7 @@ class KCT_SUITE : public ::testing::Test {
     if (!ctx_) return;
     kiln_ctx_free(ctx_);
     if (kFake && check_leaks_) {
-      EXPECT_EQ(FakeLiveObjects(), 0);
+      EXPECT_EQ(KctFakeLiveObjects(), 0);
     }
   }
   kiln_tree *Input(std::vector<float> v, std::vector<int64_t> shape) {
