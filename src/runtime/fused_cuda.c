@@ -425,40 +425,48 @@ static kiln_status krt_cstep_host(const krt_crun *r, const krt_cstep *s) {
 
 /* ---- a call ---- */
 
-/* Replays the graph, updating the nodes whose arguments changed. */
-static kiln_status krt_cuda_replay(const krt_crun *r) {
+/* Builds the graph from this call's launches (the second call). */
+static kiln_status krt_cuda_graph_build(const krt_crun *r) {
   krt_cuda_exec *x = r->x;
   kcuda_launch *l = calloc((size_t)x->n_nodes, sizeof *l);
   long long (*range)[2] = calloc((size_t)x->n_nodes, sizeof *range);
   void *(*params)[3] = calloc((size_t)x->n_nodes, sizeof *params);
-  kiln_kernel_args *a = calloc((size_t)x->n_nodes, sizeof *a);
   kiln_status st = KILN_OK;
-  if (!l || !range || !params || !a) {
+  if (!l || !range || !params) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
     goto done;
   }
   for (int i = 0; i < x->n_steps; i++) {
     const krt_cstep *s = &x->steps[i];
     if (s->node < 0) continue;
-    krt_cstep_args(r, s->g, &a[s->node]);
-    l[s->node] = krt_cstep_launch(s, &a[s->node], range[s->node], params[s->node]);
+    krt_cstep_args(r, s->g, &x->node_args[s->node]);
+    l[s->node] = krt_cstep_launch(s, &x->node_args[s->node], range[s->node], params[s->node]);
   }
-  if (!x->graph.exec) {
-    st = kcuda_graph_build(r->d, x->n_nodes, l, &x->graph);
-    if (!st) memcpy(x->node_args, a, (size_t)x->n_nodes * sizeof *a);
-  } else {
-    for (int i = 0; i < x->n_nodes && !st; i++) {
-      if (!memcmp(&a[i], &x->node_args[i], sizeof *a)) continue;
-      st = kcuda_graph_update(r->d, &x->graph, i, &l[i]);
-      if (!st) x->node_args[i] = a[i];
-    }
-  }
-  if (!st) st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
+  st = kcuda_graph_build(r->d, x->n_nodes, l, &x->graph);
 done:
   free(l);
   free(range);
   free(params);
-  free(a);
+  return st;
+}
+
+/* Replays the graph, updating only the nodes whose arguments changed (those
+ * that touch the call's inputs and outputs: temporaries stay put). */
+static kiln_status krt_cuda_replay(const krt_crun *r) {
+  krt_cuda_exec *x = r->x;
+  kiln_status st = x->graph.exec ? KILN_OK : krt_cuda_graph_build(r);
+  for (int i = 0; i < x->n_steps && !st; i++) {
+    const krt_cstep *s = &x->steps[i];
+    kiln_kernel_args a;
+    if (s->node < 0) continue;
+    krt_cstep_args(r, s->g, &a);
+    if (!memcmp(&a, &x->node_args[s->node], sizeof a)) continue;
+    long long range[2];
+    void *params[3];
+    kcuda_launch l = krt_cstep_launch(s, &a, range, params);
+    if (!(st = kcuda_graph_update(r->d, &x->graph, s->node, &l))) x->node_args[s->node] = a;
+  }
+  if (!st) st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
   return st;
 }
 
