@@ -17,9 +17,11 @@
  * several kernels and nothing else is replayed as a CUDA graph whose nodes
  * are updated only where an input or output address changed. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "backend/cuda/cuda_backend.h"
 #include "codegen/codegen.h"
 #include "fuse/fuse.h"
@@ -28,6 +30,8 @@
 /* Blocks per multiprocessor a grid-stride kernel is launched with at most:
  * enough to fill every SM several times over; the kernel strides past it. */
 #define KRT_CUDA_BLOCKS_PER_SM 32
+/* Threads compiling one executable's kernels at once, at most. */
+#define KRT_CUDA_COMPILE_THREADS 8
 
 typedef enum krt_cstep_kind { KRT_CSTEP_KERNEL, KRT_CSTEP_GEMM, KRT_CSTEP_HOST } krt_cstep_kind;
 
@@ -111,6 +115,10 @@ static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_ke
   return st;
 }
 
+static int krt_cuda_sm(const kiln_device *dev) {
+  return dev->info.compute_major * 10 + dev->info.compute_minor;
+}
+
 static unsigned krt_cuda_grid(const kiln_device *dev, const kcg_kernel *k) {
   int64_t need = (k->n_items + k->items_per_block - 1) / k->items_per_block;
   int64_t cap = (int64_t)(dev->info.multiprocessors > 0 ? dev->info.multiprocessors : 1) *
@@ -135,43 +143,116 @@ static kiln_status krt_cstep_gemm(krt_cuda_exec *x, kiln_ctx *ctx, const kir_pro
   return st;
 }
 
-/* Emits, compiles and loads one kernel group; a group the emitter declines
- * becomes a host step. */
-static kiln_status krt_cstep_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
-                                   const kir_program *p, const kfuse_group *grp, krt_cstep *s) {
+/* Emits one group's kernel into *k (k->name NULL when there is none): a
+ * group the emitter declines becomes a host step, a DOT group a matmul. */
+static kiln_status krt_cstep_emit(krt_cuda_exec *x, kiln_ctx *ctx, const kir_program *p,
+                                  const kfuse_group *grp, krt_cstep *s, kcg_kernel *k) {
   s->g = grp;
   s->node = -1;
   s->kind = KRT_CSTEP_HOST;
   if (grp->kind == KFUSE_DOT) return krt_cstep_gemm(x, ctx, p, grp, s);
   if (grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
     return KILN_OK;
-  kiln_device_info *info = &x->dev->info;
-  kcg_target_info target = {KCG_TARGET_CUDA, info->compute_major * 10 + info->compute_minor};
-  kcg_kernel k;
-  kiln_status st = kcg_emit(p, grp, &target, &k);
+  kcg_target_info target = {KCG_TARGET_CUDA, krt_cuda_sm(x->dev)};
+  kiln_status st = kcg_emit(p, grp, &target, k);
   if (st == KILN_ERR_UNIMPLEMENTED) {
     KRT_LOG(ctx, KILN_LOG_DEBUG, "fuse: a %s group runs on the host: %s",
             kfuse_kind_name(grp->kind), kiln_last_error());
     kiln_clear_error();
+    memset(k, 0, sizeof *k);
     return KILN_OK;
   }
-  if (st) return st;
-  const void *cubin = NULL;
+  return st;
+}
+
+/* Compiling every kernel of an executable at once, NVRTC programs on
+ * several threads (NVRTC is thread-safe; the kernel cache too). */
+typedef struct krt_compile_all {
+  kiln_ctx *ctx;
+  krt_kcache *cache;
+  int sm, n;
+  const kcg_kernel *k; /* n kernels; name NULL: none */
+  const void **cubin;
+  _Atomic int next;
+  pthread_mutex_t mu;
+  kiln_status st; /* the first failure, its message in `why` */
+  char *why;
+} krt_compile_all;
+
+static void *krt_compile_worker(void *user) {
+  krt_compile_all *w = user;
+  for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
+    if (!w->k[i].name) continue;
+    kiln_status st = krt_cuda_cubin(w->ctx, w->cache, &w->k[i], w->sm, &w->cubin[i]);
+    if (!st) continue;
+    pthread_mutex_lock(&w->mu);
+    if (!w->st) {
+      w->st = st;
+      w->why = kcore_strdup(kiln_last_error());
+    }
+    pthread_mutex_unlock(&w->mu);
+  }
+  return NULL;
+}
+
+static kiln_status krt_cuda_compile(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
+                                    const kcg_kernel *k, const void **cubin) {
+  krt_compile_all w = {.ctx = ctx, .cache = cache, .sm = krt_cuda_sm(x->dev), .n = x->n_steps,
+                       .k = k, .cubin = cubin};
+  pthread_mutex_init(&w.mu, NULL);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int kernels = 0;
+  for (int i = 0; i < x->n_steps; i++) kernels += k[i].name != NULL;
+  int n = kernels < KRT_CUDA_COMPILE_THREADS ? kernels : KRT_CUDA_COMPILE_THREADS;
+  if (cores > 0 && n > cores) n = (int)cores;
+  pthread_t threads[KRT_CUDA_COMPILE_THREADS];
+  int started = 0;
+  while (started < n - 1 && pthread_create(&threads[started], NULL, krt_compile_worker, &w) == 0)
+    started++;
+  krt_compile_worker(&w); /* this thread is one of the workers */
+  for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  pthread_mutex_destroy(&w.mu);
+  if (w.st) kcore_fail(w.st, "%s", w.why ? w.why : "compiling a kernel failed");
+  free(w.why);
+  return w.st;
+}
+
+/* Loads step s's compiled kernel k on the device. */
+static kiln_status krt_cstep_load(krt_cuda_exec *x, krt_cstep *s, kcg_kernel *k,
+                                  const void *cubin) {
   kcuda_device *d = kcuda_impl(x->dev);
-  if (!(st = krt_cuda_cubin(ctx, cache, &k, target.sm, &cubin)) && !(st = kcuda_enter(d))) {
-    st = kcuda_kernel_load(d, cubin, k.name, &s->kernel);
-    kcuda_leave(d);
-  }
-  if (!st) {
-    s->kind = KRT_CSTEP_KERNEL;
-    s->grid = krt_cuda_grid(x->dev, &k);
-    s->block = (unsigned)k.block_threads;
-    s->name = k.name;
-    s->source = k.source;
-    k.name = k.source = NULL;
-    if (grp->n_items > 0) s->node = x->n_nodes++;
-  }
-  kcg_kernel_free(&k);
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  st = kcuda_kernel_load(d, cubin, k->name, &s->kernel);
+  kcuda_leave(d);
+  if (st) return st;
+  s->kind = KRT_CSTEP_KERNEL;
+  s->grid = krt_cuda_grid(x->dev, k);
+  s->block = (unsigned)k->block_threads;
+  s->name = k->name;
+  s->source = k->source;
+  k->name = k->source = NULL;
+  if (s->g->n_items > 0) s->node = x->n_nodes++;
+  return KILN_OK;
+}
+
+/* Every group's step: kernels emitted, compiled together, then loaded. */
+static kiln_status krt_cuda_steps_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
+                                        const kir_program *p) {
+  int n = x->plan->n_groups;
+  kcg_kernel *k = calloc((size_t)(n ? n : 1), sizeof *k);
+  const void **cubin = calloc((size_t)(n ? n : 1), sizeof *cubin);
+  kiln_status st = !k || !cubin ? kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory")
+                                : KILN_OK;
+  for (; !st && x->n_steps < n; x->n_steps++)
+    st = krt_cstep_emit(x, ctx, p, &x->plan->groups[x->n_steps], &x->steps[x->n_steps],
+                        &k[x->n_steps]);
+  if (!st) st = krt_cuda_compile(x, ctx, cache, k, cubin);
+  for (int i = 0; !st && i < x->n_steps; i++)
+    if (k[i].name) st = krt_cstep_load(x, &x->steps[i], &k[i], cubin[i]);
+  for (int i = 0; k && i < n; i++) kcg_kernel_free(&k[i]);
+  free(k);
+  free(cubin);
   return st;
 }
 
@@ -242,8 +323,7 @@ kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
   kiln_status st = kfuse_plan_build(p, &fo, c->p.donated, &x->plan);
   if (!st && !(x->steps = calloc((size_t)(x->plan->n_groups + 1), sizeof *x->steps)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
-  for (int i = 0; !st && i < x->plan->n_groups; i++, x->n_steps++)
-    st = krt_cstep_build(x, ctx, cache, p, &x->plan->groups[i], &x->steps[i]);
+  if (!st) st = krt_cuda_steps_build(x, ctx, cache, p);
   if (!st && !(x->node_args = calloc((size_t)(x->n_nodes + 1), sizeof *x->node_args)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   if (!st) st = krt_consts_init(&x->consts, x->plan, p);
