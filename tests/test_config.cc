@@ -14,7 +14,7 @@ bool Contains(const char *haystack, const char *needle) {
 }
 
 TEST(Config, DefaultsWithNoEnvironment) {
-  ScopedEnv e("KILN_EXECUTOR", nullptr);
+  ScopedEnv e("KILN_EXECUTOR", nullptr), m("KILN_MATMUL_PRECISION", nullptr);
   ScopedEnv b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
       d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
   kiln_options o;
@@ -28,6 +28,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
   EXPECT_EQ(r->log_level, KILN_LOG_WARN);
   EXPECT_EQ(r->promotion, KILN_PROMOTION_OPT_STANDARD);
   EXPECT_EQ(r->executor, KILN_EXECUTOR_FUSED);
+  EXPECT_EQ(r->matmul_precision, KILN_MATMUL_HIGHEST);
   EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
   EXPECT_EQ(r->dump_dir, nullptr);
   EXPECT_EQ(kiln_device_count(ctx), 1);
@@ -35,7 +36,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
 }
 
 TEST(Config, EnvironmentFillsDefaults) {
-  ScopedEnv e("KILN_EXECUTOR", "unfused");
+  ScopedEnv e("KILN_EXECUTOR", "unfused"), m("KILN_MATMUL_PRECISION", "TensorFloat32");
   ScopedEnv b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
@@ -47,6 +48,7 @@ TEST(Config, EnvironmentFillsDefaults) {
   EXPECT_STREQ(r->dump_dir, "/tmp/kiln-dump");
   EXPECT_STREQ(r->cache_dir, "/tmp/kiln-cache");
   EXPECT_EQ(r->executor, KILN_EXECUTOR_UNFUSED);
+  EXPECT_EQ(r->matmul_precision, KILN_MATMUL_TENSORFLOAT32);
   kiln_ctx_free(ctx);
 }
 
@@ -88,7 +90,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadEnv{"KILN_NUM_CPU_DEVICES", "3x", "KILN_NUM_CPU_DEVICES='3x'"},
                       BadEnv{"KILN_NUM_CPU_DEVICES", "99999999999", "[1, 1024]"},
                       BadEnv{"KILN_LOG", "verbose", "KILN_LOG='verbose'"},
-                      BadEnv{"KILN_EXECUTOR", "fast", "KILN_EXECUTOR='fast'"}));
+                      BadEnv{"KILN_EXECUTOR", "fast", "KILN_EXECUTOR='fast'"},
+                      BadEnv{"KILN_MATMUL_PRECISION", "bf16",
+                             "KILN_MATMUL_PRECISION='bf16' is invalid (expected highest or "
+                             "tensorfloat32)"}));
 
 TEST(Config, BadExplicitOptions) {
   kiln_options o;
@@ -103,6 +108,11 @@ TEST(Config, BadExplicitOptions) {
   kiln_options_init(&o);
   o.log_level = static_cast<kiln_log_level>(9);
   EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  kiln_options_init(&o);
+  o.matmul_precision = static_cast<kiln_matmul_precision>(3);
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  EXPECT_TRUE(Contains(kiln_last_error(), "options.matmul_precision 3 is not a kiln_matmul_precision"))
+      << kiln_last_error();
   kiln_options_init(&o);
   o.cache_dir = "";
   EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
@@ -142,6 +152,7 @@ TEST(Config, NamesOfEnums) {
   EXPECT_STREQ(kiln_backend_name(static_cast<kiln_backend>(42)), "invalid");
   EXPECT_STREQ(kiln_log_level_name(KILN_LOG_INFO), "info");
   EXPECT_STREQ(kiln_executor_name(KILN_EXECUTOR_REFERENCE), "reference");
+  EXPECT_STREQ(kiln_matmul_precision_name(KILN_MATMUL_TENSORFLOAT32), "tensorfloat32");
 }
 
 }  // namespace

@@ -48,13 +48,27 @@ Counts FakeCounts() {
 
 std::string Err() { return kiln_last_error(); }
 
+// An f32 array leaf on dev.
+kiln_tree *InputOn(kiln_device *dev, std::vector<float> v, std::vector<int64_t> shape) {
+  kiln_array *a = nullptr;
+  EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, (int)shape.size(), shape.data(), v.data(),
+                                 v.size() * sizeof(float), &a),
+            KILN_OK)
+      << Err();
+  kiln_tree *t = kiln_tree_array(a);
+  kiln_array_release(a);
+  return t;
+}
+
 class KCT_SUITE : public ::testing::Test {
  protected:
-  void Open(kiln_executor executor = KILN_EXECUTOR_FUSED) {
+  void Open(kiln_executor executor = KILN_EXECUTOR_FUSED,
+            kiln_matmul_precision precision = KILN_MATMUL_DEFAULT) {
     kiln_options o;
     kiln_options_init(&o);
     o.backend = KILN_BACKEND_CUDA;
     o.executor = executor;
+    o.matmul_precision = precision;
     kiln_status st = kiln_ctx_new(&o, &ctx_);
     if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
     ASSERT_EQ(st, KILN_OK) << Err();
@@ -72,14 +86,7 @@ class KCT_SUITE : public ::testing::Test {
     }
   }
   kiln_tree *Input(std::vector<float> v, std::vector<int64_t> shape) {
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev_, KILN_F32, (int)shape.size(), shape.data(), v.data(),
-                                   v.size() * sizeof(float), &a),
-              KILN_OK)
-        << Err();
-    kiln_tree *t = kiln_tree_array(a);
-    kiln_array_release(a);
-    return t;
+    return InputOn(dev_, std::move(v), std::move(shape));
   }
   // A one-element args tuple.
   static kiln_tree *Args(kiln_tree *leaf) { return kiln_tree_tuple(1, &leaf); }
@@ -223,6 +230,52 @@ TEST_F(KCT_SUITE, HostStepsComputeExactly) {
   kiln_lowered_free(l);
   kiln_tree_free(out);
   kiln_tree_free(args);
+}
+
+// ---- matmuls ----
+
+kiln_tree *Matmul(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *a = kiln_tree_leaf_get(kiln_tree_child(args, 0))->u.val;
+  kiln_val *b = kiln_tree_leaf_get(kiln_tree_child(args, 1))->u.val;
+  return kiln_tree_val(kiln_matmul(t, a, b));
+}
+
+// The largest relative error of an f32 [m, k] x [k, n] matmul on the GPU
+// (cuBLASLt; the stand-in computes it too) against float64 on the host.
+double MatmulError(kiln_ctx *ctx, kiln_device *dev, int m, int k, int n) {
+  std::vector<float> a(m * k), b(k * n);
+  for (size_t i = 0; i < a.size(); i++) a[i] = 1.0f + (float)((i * 7919) % 1000) / 1024.0f / 3.0f;
+  for (size_t i = 0; i < b.size(); i++) b[i] = 1.0f - (float)((i * 104729) % 1000) / 1024.0f / 7.0f;
+  kiln_tree *leaves[2] = {InputOn(dev, a, {m, k}), InputOn(dev, b, {k, n})};
+  kiln_tree *args = kiln_tree_tuple(2, leaves);
+  Jit jit(ctx, Matmul, "matmul");
+  kiln_tree *out = nullptr;
+  EXPECT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+  double worst = 0;
+  if (out) {
+    std::vector<float> c = Values(out);
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) {
+        double want = 0;
+        for (int q = 0; q < k; q++) want += (double)a[i * k + q] * b[q * n + j];
+        worst = std::max(worst, std::fabs(c[i * n + j] - want) / std::fabs(want));
+      }
+  }
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+  return worst;
+}
+
+TEST_F(KCT_SUITE, F32MatmulsAreExactUnlessTensorFloat32IsAsked) {
+  Open(KILN_EXECUTOR_FUSED, KILN_MATMUL_HIGHEST);
+  if (!ctx_) return;
+  EXPECT_LT(MatmulError(ctx_, dev_, 33, 64, 17), 1e-5);
+  kiln_ctx_free(ctx_);
+  ctx_ = nullptr;
+  Open(KILN_EXECUTOR_FUSED, KILN_MATMUL_TENSORFLOAT32);
+  double tf32 = MatmulError(ctx_, dev_, 33, 64, 17);
+  EXPECT_GT(tf32, 1e-5);  // products of 10-bit mantissas
+  EXPECT_LT(tf32, 1e-2);
 }
 
 // ---- donation ----

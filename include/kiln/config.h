@@ -42,6 +42,17 @@ typedef enum kiln_executor {
   KILN_EXECUTOR_REFERENCE = 3
 } kiln_executor;
 
+/* How f32 matmuls (dot_general) run on GPUs: exact f32 products (the
+ * default, as the reference executor and JAX's Precision.HIGHEST), or TF32
+ * tensor cores (what jax.jit does by default on Ampere and newer:
+ * jax_default_matmul_precision "tensorfloat32"), about 10 bits of mantissa
+ * per product. f16/bf16 inputs always accumulate in f32. */
+typedef enum kiln_matmul_precision {
+  KILN_MATMUL_DEFAULT = 0, /* KILN_MATMUL_PRECISION, else highest */
+  KILN_MATMUL_HIGHEST = 1,
+  KILN_MATMUL_TENSORFLOAT32 = 2
+} kiln_matmul_precision;
+
 typedef struct kiln_options {
   kiln_backend backend;       /* KILN_BACKEND: auto | cpu | cuda */
   int num_cpu_devices;        /* KILN_NUM_CPU_DEVICES: 1..1024, default 1 */
@@ -51,6 +62,7 @@ typedef struct kiln_options {
   kiln_promotion_option promotion;
   uint64_t cpu_device_memory; /* bytes each virtual CPU device may hold; 0: unlimited */
   kiln_executor executor;     /* KILN_EXECUTOR: fused | unfused | reference */
+  kiln_matmul_precision matmul_precision; /* KILN_MATMUL_PRECISION: highest | tensorfloat32 */
 } kiln_options;
 
 /* All fields zero: every setting from the environment or its default. */
@@ -59,6 +71,7 @@ void kiln_options_init(kiln_options *opts);
 const char *kiln_backend_name(kiln_backend b); /* "default", "auto", "cpu", "cuda" */
 const char *kiln_log_level_name(kiln_log_level l);
 const char *kiln_executor_name(kiln_executor e); /* "default", "fused", "unfused", "reference" */
+const char *kiln_matmul_precision_name(kiln_matmul_precision p); /* "default", "highest", ... */
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@ void kiln_options_init(kiln_options *opts) {
 static const char *const kcore_backend_names[] = {"default", "auto", "cpu", "cuda"};
 static const char *const kcore_log_names[] = {"default", "off", "error", "warn", "info", "debug"};
 static const char *const kcore_executor_names[] = {"default", "fused", "unfused", "reference"};
+static const char *const kcore_precision_names[] = {"default", "highest", "tensorfloat32"};
 
 const char *kiln_backend_name(kiln_backend b) {
   return (unsigned)b < 4 ? kcore_backend_names[b] : "invalid";
@@ -25,6 +26,10 @@ const char *kiln_log_level_name(kiln_log_level l) {
 
 const char *kiln_executor_name(kiln_executor e) {
   return (unsigned)e < 4 ? kcore_executor_names[e] : "invalid";
+}
+
+const char *kiln_matmul_precision_name(kiln_matmul_precision p) {
+  return (unsigned)p < 3 ? kcore_precision_names[p] : "invalid";
 }
 
 /* An unset or empty variable yields NULL. */
@@ -40,47 +45,42 @@ static int kcore_lookup(const char *text, const char *const *names, int first, i
   return -1;
 }
 
-static kiln_status kcore_resolve_backend(kiln_backend given, kiln_backend *out) {
-  if ((unsigned)given > KILN_BACKEND_CUDA)
-    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.backend %d is not a kiln_backend",
-                      (int)given);
-  if (given != KILN_BACKEND_DEFAULT) {
-    *out = given;
-    return KILN_OK;
-  }
-  const char *env = kcore_env("KILN_BACKEND");
-  if (!env) {
-    *out = KILN_BACKEND_AUTO;
-    return KILN_OK;
-  }
-  int i = kcore_lookup(env, kcore_backend_names, 1, 4);
-  if (i < 0)
-    return kcore_fail(KILN_ERR_CONFIG,
-                      "kiln_ctx_new: KILN_BACKEND='%s' is invalid (expected auto, cpu or cuda)", env);
-  *out = (kiln_backend)i;
-  return KILN_OK;
-}
+/* An enum option: the explicit value, else its KILN_* variable (a name of
+ * names[1..count)), else `fallback`; 0 (DEFAULT) means unset. */
+typedef struct kcore_enum_option {
+  const char *field, *type, *env;
+  const char *const *names;
+  int count, fallback;
+  const char *expected; /* the valid names, for messages */
+} kcore_enum_option;
 
-static kiln_status kcore_resolve_log(kiln_log_level given, kiln_log_level *out) {
-  if ((unsigned)given > KILN_LOG_DEBUG)
-    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.log_level %d is not a kiln_log_level",
-                      (int)given);
-  if (given != KILN_LOG_DEFAULT) {
+static const kcore_enum_option kcore_backend_option = {
+    "backend", "kiln_backend", "KILN_BACKEND", kcore_backend_names, 4, KILN_BACKEND_AUTO,
+    "auto, cpu or cuda"};
+static const kcore_enum_option kcore_log_option = {
+    "log_level", "kiln_log_level", "KILN_LOG", kcore_log_names, 6, KILN_LOG_WARN,
+    "off, error, warn, info or debug"};
+static const kcore_enum_option kcore_executor_option = {
+    "executor", "kiln_executor", "KILN_EXECUTOR", kcore_executor_names, 4, KILN_EXECUTOR_FUSED,
+    "fused, unfused or reference"};
+static const kcore_enum_option kcore_precision_option = {
+    "matmul_precision", "kiln_matmul_precision", "KILN_MATMUL_PRECISION", kcore_precision_names, 3,
+    KILN_MATMUL_HIGHEST, "highest or tensorfloat32"};
+
+static kiln_status kcore_resolve_enum(const kcore_enum_option *o, int given, int *out) {
+  if (given < 0 || given >= o->count)
+    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.%s %d is not a %s", o->field, given,
+                      o->type);
+  if (given != 0) {
     *out = given;
     return KILN_OK;
   }
-  const char *env = kcore_env("KILN_LOG");
-  if (!env) {
-    *out = KILN_LOG_WARN;
-    return KILN_OK;
-  }
-  int i = kcore_lookup(env, kcore_log_names, 1, 6);
+  const char *env = kcore_env(o->env);
+  int i = env ? kcore_lookup(env, o->names, 1, o->count) : o->fallback;
   if (i < 0)
-    return kcore_fail(KILN_ERR_CONFIG,
-                      "kiln_ctx_new: KILN_LOG='%s' is invalid (expected off, error, warn, info or "
-                      "debug)",
-                      env);
-  *out = (kiln_log_level)i;
+    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: %s='%s' is invalid (expected %s)", o->env,
+                      env, o->expected);
+  *out = i;
   return KILN_OK;
 }
 
@@ -136,25 +136,6 @@ static kiln_status kcore_resolve_dir(const char *given, const char *var, bool ha
   return KILN_OK;
 }
 
-static kiln_status kcore_resolve_executor(kiln_executor given, kiln_executor *out) {
-  if ((unsigned)given > KILN_EXECUTOR_REFERENCE)
-    return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.executor %d is not a kiln_executor",
-                      (int)given);
-  if (given != KILN_EXECUTOR_DEFAULT) {
-    *out = given;
-    return KILN_OK;
-  }
-  const char *env = kcore_env("KILN_EXECUTOR");
-  int i = env ? kcore_lookup(env, kcore_executor_names, 1, 4) : KILN_EXECUTOR_FUSED;
-  if (i < 0)
-    return kcore_fail(KILN_ERR_CONFIG,
-                      "kiln_ctx_new: KILN_EXECUTOR='%s' is invalid (expected fused, unfused or "
-                      "reference)",
-                      env);
-  *out = (kiln_executor)i;
-  return KILN_OK;
-}
-
 static kiln_status kcore_resolve_promotion(kiln_promotion_option given, kiln_promotion_option *out) {
   if ((unsigned)given > KILN_PROMOTION_OPT_STRICT)
     return kcore_fail(KILN_ERR_CONFIG, "kiln_ctx_new: options.promotion %d is invalid", (int)given);
@@ -168,16 +149,22 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   if (explicit_opts) in = *explicit_opts;
   memset(out, 0, sizeof *out);
   kiln_status st;
-  if ((st = kcore_resolve_backend(in.backend, &out->opts.backend)) ||
-      (st = kcore_resolve_log(in.log_level, &out->opts.log_level)) ||
+  int backend = 0, log = 0, executor = 0, precision = 0;
+  if ((st = kcore_resolve_enum(&kcore_backend_option, (int)in.backend, &backend)) ||
+      (st = kcore_resolve_enum(&kcore_log_option, (int)in.log_level, &log)) ||
       (st = kcore_resolve_devices(in.num_cpu_devices, &out->opts.num_cpu_devices)) ||
       (st = kcore_resolve_promotion(in.promotion, &out->opts.promotion)) ||
-      (st = kcore_resolve_executor(in.executor, &out->opts.executor)) ||
+      (st = kcore_resolve_enum(&kcore_executor_option, (int)in.executor, &executor)) ||
+      (st = kcore_resolve_enum(&kcore_precision_option, (int)in.matmul_precision, &precision)) ||
       (st = kcore_resolve_dir(in.cache_dir, "KILN_CACHE_DIR", true, &out->cache_dir)) ||
       (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir))) {
     kcore_config_free(out);
     return st;
   }
+  out->opts.backend = (kiln_backend)backend;
+  out->opts.log_level = (kiln_log_level)log;
+  out->opts.executor = (kiln_executor)executor;
+  out->opts.matmul_precision = (kiln_matmul_precision)precision;
   out->opts.cache_dir = out->cache_dir;
   out->opts.dump_dir = out->dump_dir;
   out->opts.cpu_device_memory = in.cpu_device_memory;

@@ -132,6 +132,9 @@ static kiln_status krt_cstep_gemm(krt_cuda_exec *x, kiln_ctx *ctx, const kir_pro
                                   const kfuse_group *grp, krt_cstep *s) {
   kcuda_device *d = kcuda_impl(x->dev);
   kiln_status st = kcuda_gemm_plan(p, grp, &s->gemm);
+  if (!st && s->gemm.compute == KCUDA_GEMM_COMPUTE_32F && s->gemm.a.dtype == KILN_F32 &&
+      ctx->config.opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32)
+    s->gemm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;
   if (!st) st = kcuda_device_gemm(ctx->backend_state, d, &s->gemm_stream);
   if (!st) st = kcuda_gemm_prepare(s->gemm_stream, &s->gemm, &s->gemm_op);
   if (st == KILN_ERR_UNIMPLEMENTED) {
