@@ -64,8 +64,16 @@ def layernorm(x):
   return c * jax.lax.rsqrt(var + 1e-5)
 
 
+# kiln's f32 matmuls are exact unless KILN_MATMUL_PRECISION=tensorfloat32 (jax.jit's
+# own GPU default is TF32): the same precision on both sides.
+MATMUL_PRECISION = ("tensorfloat32"
+                    if os.environ.get("KILN_MATMUL_PRECISION", "").lower() == "tensorfloat32"
+                    else "highest")
+
+
 def matmul(a, b):
-  return jnp.matmul(a, b)
+  with jax.default_matmul_precision(MATMUL_PRECISION):
+    return jnp.matmul(a, b)
 
 
 # ---- inputs ----

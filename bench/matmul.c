@@ -11,8 +11,8 @@
  * (default 8192), kiln's jitted dot (the CUDA executor runs DOT groups
  * through cuBLASLt) against cuBLASLt called straight through kiln's table
  * of its entry points: descriptors made here, the heuristic's best
- * algorithm, the same workspace size and compute type (f32 as exact f32:
- * kiln's IR has no precision, so it does not use TF32). Each sample queues
+ * algorithm, the same workspace size and compute type (f32 exact, or TF32
+ * under KILN_MATMUL_PRECISION=tensorfloat32, as kiln's). Each sample queues
  * enough back-to-back matmuls to take ~0.1 s and waits once; the median
  * sample over the call count is reported, and kiln/direct against the 95%
  * target. */
@@ -114,8 +114,8 @@ typedef struct direct_gemm {
   cublasLtMatmulAlgo_t algo;
 } direct_gemm;
 
-static kiln_status direct_setup(kcuda_gemm_stream *gs, cudaDataType_t type, int64_t n,
-                                direct_gemm *g) {
+static kiln_status direct_setup(kcuda_gemm_stream *gs, cudaDataType_t type,
+                                cublasComputeType_t compute, int64_t n, direct_gemm *g) {
   kiln_status st = KILN_OK;
   const kcuda_blaslt *lt = gs->lt;
   cublasLtMatmulPreference_t pref = NULL;
@@ -123,7 +123,7 @@ static kiln_status direct_setup(kcuda_gemm_stream *gs, cudaDataType_t type, int6
   cublasLtMatmulHeuristicResult_t best;
   int found = 0;
   g->gs = gs;
-  KCUDA_LT(lt, "bench", cublasLtMatmulDescCreate, (&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), out);
+  KCUDA_LT(lt, "bench", cublasLtMatmulDescCreate, (&g->desc, compute, CUDA_R_32F), out);
   /* Square and untransposed: A, B and D share one layout. */
   KCUDA_LT(lt, "bench", cublasLtMatrixLayoutCreate, (&g->layout, type, n, n, n), out);
   KCUDA_LT(lt, "bench", cublasLtMatmulPreferenceCreate, (&pref), out);
@@ -188,7 +188,11 @@ static kiln_status time_direct(kiln_device *dev, kiln_dtype dtype, const void *a
   if (!st) st = kiln_array_block_until_ready(ya);
   if (!st) st = kcuda_blaslt_open(&lt);
   if (!st) st = kcuda_gemm_stream_new(lt, d, d->compute, &gs);
-  if (!st) st = direct_setup(gs, dtype == KILN_BF16 ? CUDA_R_16BF : CUDA_R_32F, n, &g);
+  /* The compute type kiln's executor picks for the same dot. */
+  bool tf32 = dtype == KILN_F32 && dev->ctx->config.opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32;
+  if (!st)
+    st = direct_setup(gs, dtype == KILN_BF16 ? CUDA_R_16BF : CUDA_R_32F,
+                      tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, n, &g);
   if (!st) st = direct_run(&g, xa, ya, za, 1); /* warm-up */
   for (int i = 0; i < iters && !st; i++) {
     uint64_t t0 = kcore_now_ns();
