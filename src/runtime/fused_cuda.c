@@ -553,16 +553,30 @@ static kiln_status krt_cuda_replay(const krt_crun *r) {
   return st;
 }
 
+/* One step, inside an NVTX range named after it. */
+static kiln_status krt_cuda_step(const krt_crun *r, const krt_cstep *s) {
+  kcore_range_push(s->kind == KRT_CSTEP_KERNEL ? s->name
+                   : s->kind == KRT_CSTEP_GEMM ? "kiln cuBLASLt matmul"
+                                               : "kiln host step");
+  kiln_status st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s)
+                   : s->kind == KRT_CSTEP_GEMM ? krt_cstep_gemm_run(r, s)
+                                               : krt_cstep_host(r, s);
+  kcore_range_pop();
+  return st;
+}
+
 static kiln_status krt_cuda_steps(const krt_crun *r) {
   krt_cuda_exec *x = r->x;
-  if (x->graphable && x->calls > 0) return krt_cuda_replay(r);
+  if (x->graphable && x->calls > 0) {
+    kcore_range_push("kiln graph replay");
+    kiln_status st = krt_cuda_replay(r);
+    kcore_range_pop();
+    return st;
+  }
   kiln_status st = KILN_OK;
   for (int i = 0; i < x->n_steps && !st; i++) {
     const krt_cstep *s = &x->steps[i];
-    st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s)
-         : s->kind == KRT_CSTEP_GEMM ? krt_cstep_gemm_run(r, s)
-                                     : krt_cstep_host(r, s);
-    if (st)
+    if ((st = krt_cuda_step(r, s)))
       kcore_fail_wrap(st, "%s, step %d (%s)", x->label, i,
                       s->name                      ? s->name
                       : s->kind == KRT_CSTEP_GEMM ? "cuBLASLt matmul"
