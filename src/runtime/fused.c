@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "codegen/codegen.h"
 #include "fuse/fuse.h"
 #include "runtime/runtime.h"
@@ -82,6 +81,17 @@ static kiln_status krt_codegen_get(kiln_ctx *ctx, struct krt_codegen **out) {
   kiln_status st = g->status;
   pthread_mutex_unlock(&g->mu);
   *out = g;
+  return st;
+}
+
+kiln_status krt_ctx_kcache(kiln_ctx *ctx, krt_kcache **out) {
+  struct krt_codegen *g = NULL;
+  kiln_status st = krt_codegen_get(ctx, &g);
+  if (g && g->cache) {
+    kiln_clear_error(); /* the host compiler may be missing: the cache is still there */
+    st = KILN_OK;
+  }
+  *out = g ? g->cache : NULL;
   return st;
 }
 
@@ -291,53 +301,5 @@ kiln_status krt_fused_run(const kiln_compiled *c, const kir_buffer *in, kir_buff
                         : krt_eval_group(r.p, f->plan, f->steps[i].g, &env, krt_addr_of, &r);
   if (!st) krt_copy_outputs(&r);
   free(r.arena);
-  return st;
-}
-
-/* ---- lowering for a CUDA architecture, with or without a device ---- */
-
-static kiln_status krt_cuda_group(const kir_program *p, const kfuse_group *g, int index, int sm,
-                                  kcg_buf *text) {
-  kcg_kernel k;
-  kcg_target_info target = {KCG_TARGET_CUDA, sm};
-  kiln_status st = kcg_emit(p, g, &target, &k);
-  if (st == KILN_ERR_UNIMPLEMENTED) {
-    kcg_buf_addf(text, "\n/* ---- group %d (%s): reference executor: %s ---- */\n", index,
-                 kfuse_kind_name(g->kind), kiln_last_error());
-    kiln_clear_error();
-    return KILN_OK;
-  }
-  if (st) return st;
-  char arch[32];
-  snprintf(arch, sizeof arch, "-arch=sm_%d", sm);
-  const char *opts[1] = {arch};
-  char *cubin = NULL;
-  size_t size = 0;
-  st = kcuda_nvrtc_compile(k.name, k.source, opts, 1, true, &cubin, &size);
-  if (!st)
-    kcg_buf_addf(text, "\n/* ---- group %d (%s): %s, %zu-byte cubin for sm_%d, %lld items ---- */\n%s",
-                 index, kfuse_kind_name(g->kind), k.name, size, sm, (long long)k.n_items, k.source);
-  free(cubin);
-  kcg_kernel_free(&k);
-  return st;
-}
-
-kiln_status krt_cuda_text(const kir_program *p, const bool *donated, int sm, char **text) {
-  kfuse_plan *plan = NULL;
-  char *plan_text = NULL;
-  kcg_buf buf = {0};
-  kiln_status st = kfuse_plan_build(p, NULL, donated, &plan);
-  if (!st) st = kfuse_plan_print(plan, p, &plan_text);
-  if (!st) kcg_buf_add(&buf, plan_text);
-  for (int i = 0; !st && plan && i < plan->n_groups; i++)
-    st = krt_cuda_group(p, &plan->groups[i], i, sm, &buf);
-  if (!st && buf.oom) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "as_text: out of host memory");
-  if (!st) {
-    *text = buf.s;
-    buf.s = NULL;
-  }
-  kcg_buf_free(&buf);
-  free(plan_text);
-  kfuse_plan_free(plan);
   return st;
 }

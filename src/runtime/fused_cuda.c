@@ -97,7 +97,7 @@ static void krt_cuda_dump_failed(const kiln_ctx *ctx, const char *name, const ch
 
 /* The cubin of kernel k for sm_<sm>, from the cache or NVRTC. */
 static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_kernel *k, int sm,
-                                  const void **cubin) {
+                                  const void **cubin, size_t *size) {
   char arch[32], target[16], compiler[32];
   int major = 0, minor = 0;
   snprintf(arch, sizeof arch, "-arch=sm_%d", sm);
@@ -109,8 +109,7 @@ static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_ke
   krt_kcache_key key;
   krt_kcache_key_make(&parts, &key);
   krt_nvrtc_job job = {k->name, k->source, arch};
-  size_t size = 0;
-  kiln_status st = krt_kcache_get_or_build(cache, &key, krt_nvrtc_build, &job, cubin, &size);
+  kiln_status st = krt_kcache_get_or_build(cache, &key, krt_nvrtc_build, &job, cubin, size);
   if (st == KILN_ERR_COMPILE) krt_cuda_dump_failed(ctx, k->name, k->source);
   return st;
 }
@@ -186,7 +185,8 @@ static void *krt_compile_worker(void *user) {
   krt_compile_all *w = user;
   for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
     if (!w->k[i].name) continue;
-    kiln_status st = krt_cuda_cubin(w->ctx, w->cache, &w->k[i], w->sm, &w->cubin[i]);
+    size_t size = 0;
+    kiln_status st = krt_cuda_cubin(w->ctx, w->cache, &w->k[i], w->sm, &w->cubin[i], &size);
     if (!st) continue;
     pthread_mutex_lock(&w->mu);
     if (!w->st) {
@@ -366,6 +366,53 @@ kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, cha
   }
   *text = buf.s;
   return KILN_OK;
+}
+
+/* ---- lowering for a CUDA architecture, with or without a device ---- */
+
+static kiln_status krt_cuda_lower_group(kiln_ctx *ctx, krt_kcache *cache, const kir_program *p,
+                                        const kfuse_group *g, int index, int sm, kcg_buf *text) {
+  kcg_kernel k;
+  kcg_target_info target = {KCG_TARGET_CUDA, sm};
+  kiln_status st = kcg_emit(p, g, &target, &k);
+  if (st == KILN_ERR_UNIMPLEMENTED) {
+    kcg_buf_addf(text, "\n/* ---- group %d (%s): not a kernel: %s ---- */\n", index,
+                 kfuse_kind_name(g->kind), kiln_last_error());
+    kiln_clear_error();
+    return KILN_OK;
+  }
+  if (st) return st;
+  const void *cubin = NULL;
+  size_t size = 0;
+  st = krt_cuda_cubin(ctx, cache, &k, sm, &cubin, &size);
+  if (!st)
+    kcg_buf_addf(text, "\n/* ---- group %d (%s): %s, %zu-byte cubin for sm_%d, %lld items ---- */\n%s",
+                 index, kfuse_kind_name(g->kind), k.name, size, sm, (long long)k.n_items, k.source);
+  kcg_kernel_free(&k);
+  return st;
+}
+
+kiln_status krt_cuda_text(kiln_ctx *ctx, const kir_program *p, const bool *donated, int sm,
+                          char **text) {
+  krt_kcache *cache = NULL;
+  kfuse_plan *plan = NULL;
+  char *plan_text = NULL;
+  kcg_buf buf = {0};
+  kiln_status st = krt_ctx_kcache(ctx, &cache);
+  if (!st) st = kfuse_plan_build(p, NULL, donated, &plan);
+  if (!st) st = kfuse_plan_print(plan, p, &plan_text);
+  if (!st) kcg_buf_add(&buf, plan_text);
+  for (int i = 0; !st && plan && i < plan->n_groups; i++)
+    st = krt_cuda_lower_group(ctx, cache, p, &plan->groups[i], i, sm, &buf);
+  if (!st && buf.oom) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "as_text: out of host memory");
+  if (!st) {
+    *text = buf.s;
+    buf.s = NULL;
+  }
+  kcg_buf_free(&buf);
+  free(plan_text);
+  kfuse_plan_free(plan);
+  return st;
 }
 
 /* ---- running ---- */

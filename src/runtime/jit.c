@@ -335,7 +335,7 @@ kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
   if (!st) st = kir_cse(l->p.prog, &n);
   if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
   if (!st) st = kir_dce(l->p.prog, &n);
-  if (!st) st = krt_cuda_text(l->p.prog, l->p.donated, sm, text);
+  if (!st) st = krt_cuda_text(l->p.ctx, l->p.prog, l->p.donated, sm, text);
   return st ? kcore_fail_wrap(st, "%s", op) : KILN_OK;
 }
 

@@ -281,9 +281,8 @@ int krt_fused_output_donor(const krt_fused *f, int k);
 /* The plan and every kernel source, for as_text and dumps (malloc'ed). */
 kiln_status krt_fused_text(const krt_fused *f, const kir_program *p, char **text);
 void krt_codegen_free(struct krt_codegen *g);
-/* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
- * by NVRTC to a cubin (no device needed): the plan and the sources. */
-kiln_status krt_cuda_text(const kir_program *p, const bool *donated, int sm, char **text);
+/* The context's kernel cache (made on first use, with the C target). */
+kiln_status krt_ctx_kcache(kiln_ctx *ctx, krt_kcache **out);
 
 /* ---- fused execution on CUDA devices (fused_cuda.c) ---- */
 /* Plans c's program for its GPU, compiles every kernel group through
@@ -293,6 +292,11 @@ void krt_cuda_free(krt_cuda_exec *x);
 /* Enqueues a call (arguments already checked): outputs are allocated,
  * donated inputs consumed, and each output's ready event recorded. */
 kiln_status krt_cuda_execute(const kiln_compiled *c, kiln_array *const *args, kiln_array **outs);
+/* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
+ * by NVRTC to a cubin through ctx's kernel cache (no device needed): the
+ * plan and the sources. */
+kiln_status krt_cuda_text(kiln_ctx *ctx, const kir_program *p, const bool *donated, int sm,
+                          char **text);
 /* The plan, each kernel's launch shape and source. */
 kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, char **text);
 
