@@ -59,9 +59,11 @@ kiln_status kiln_lowered_as_text(const kiln_lowered *l, char **text);
 kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out);
 /* Lowers for a CUDA architecture, with or without a GPU present: runs the
  * passes, plans the fusion and emits every fused kernel as CUDA C for
- * sm_<sm> (80, 90, ...), each compiled by NVRTC to a cubin. The plan and the
- * kernel sources come back as text (malloc'ed); a kernel NVRTC rejects is
- * KILN_ERR_COMPILE with its log. Call before kiln_lowered_compile. */
+ * sm_<sm> (80, 90, ...), each compiled by NVRTC to a cubin (kept in the
+ * kernel cache, KILN_CACHE_DIR). The plan and the kernel sources come back as
+ * text (malloc'ed); a kernel NVRTC rejects is KILN_ERR_COMPILE with its log
+ * and the path its source was written to (KILN_DUMP_DIR, else $TMPDIR or
+ * /tmp). Call before kiln_lowered_compile. */
 kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text);
 void kiln_lowered_free(kiln_lowered *l);
 kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text);
