@@ -15,6 +15,7 @@
 
 #include "jit_cases.h"
 #include "jit_golden.h"
+#include "test_files.h"
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
 
@@ -438,6 +439,42 @@ kiln_tree *Dot(kiln_trace *t, const kiln_tree *a, void *) {
   kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(a, 0))->u.val;
   kiln_val *y = kiln_tree_leaf_get(kiln_tree_child(a, 1))->u.val;
   return kiln_tree_val(kiln_tanh(t, kiln_matmul(t, x, y)));
+}
+
+// A kernel NVRTC refuses (here: an architecture this NVRTC no longer
+// targets) is KILN_ERR_COMPILE with NVRTC's reason and the path of the
+// kernel's source, which is complete on its own.
+TEST(Jit, LoweringNvrtcRefusesNamesTheKernelSource) {
+  TempDir dump("lower-dump");
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  o.dump_dir = dump.path().c_str();
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  Func f(Double, nullptr, "double");
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
+  kiln_tree *x = Leaf<float>(dev, KILN_F32, {4}, {1, 2, 3, 4});
+  kiln_lowered *l = nullptr;
+  ASSERT_EQ(kiln_jit_lower(j, x, &l), KILN_OK) << kiln_last_error();
+  char *text = nullptr;
+  EXPECT_EQ(kiln_lowered_cuda_text(l, 51, &text), KILN_ERR_COMPILE);
+  EXPECT_EQ(text, nullptr);
+  std::string msg = kiln_last_error();
+  EXPECT_TRUE(Contains(msg, "kiln_lowered_cuda_text")) << msg;
+  EXPECT_TRUE(Contains(msg, "NVRTC_ERROR_INVALID_OPTION")) << msg;
+  size_t at = msg.find("(the kernel's source is in ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  std::string path = msg.substr(at + 27, msg.find(')', at) - at - 27);
+  EXPECT_EQ(path.rfind(dump.path(), 0), 0u) << path;
+  EXPECT_TRUE(Contains(ReadFile(path), "extern \"C\" __global__")) << path;
+  kiln_lowered_free(l);
+  kiln_tree_free(x);
+  kiln_jit_free(j);
+  kiln_ctx_free(ctx);
 }
 
 TEST(Jit, StagesLowerCompileAnalyseAndCall) {
