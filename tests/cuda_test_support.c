@@ -1,5 +1,6 @@
 /* C shims over backend/cuda's internals for the C++ tests. */
 #include "cuda_test_support.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_backend.h"
@@ -280,3 +281,28 @@ kiln_status kct_device_gemm_attach(kiln_device *dev, const char *library, bool *
   return st;
 }
 /* ---- end of cuBLASLt ---- */
+
+kiln_status kct_trail_fault(kiln_device *dev, bool finish_first, int after) {
+  kcuda_device *d = kcuda_impl(dev);
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  if ((st = kcuda_trail_enter(d, "first"))) goto out;
+  kcuda_trail_leave(d);
+  if (finish_first && (st = kcuda_trail_finish(d))) goto out;
+  static char nowhere[64];
+  KCUDA_CU(d->drv, d->where, cuMemcpyHtoDAsync, ((CUdeviceptr)64, nowhere, 64, d->compute), out);
+  for (int i = 0; i < after; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "later %d", i);
+    if ((st = kcuda_trail_enter(d, what))) goto out;
+    kcuda_trail_leave(d);
+  }
+  KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), blame);
+  st = kcore_fail(KILN_ERR_INTERNAL, "the faulting copy did not fault");
+  goto out;
+blame:
+  st = kcuda_trail_blame(d, st);
+out:
+  kcuda_leave(d);
+  return st;
+}

@@ -107,6 +107,13 @@ kiln_status kct_ctx_use_blaslt(kiln_ctx *ctx, const char *library);
 kiln_status kct_device_gemm_attach(kiln_device *dev, const char *library, bool *same);
 /* ---- end of cuBLASLt ---- */
 
+/* The fault trail of device `dev` (on the stand-in driver): marks the step
+ * "first" (and its end, when `finish_first`), queues a copy into memory the
+ * device does not have -- a fault when it runs -- then marks `after` more
+ * steps behind it, synchronises the compute stream and returns what
+ * kcuda_trail_blame makes of the failure (its message is the thread's). */
+kiln_status kct_trail_fault(kiln_device *dev, bool finish_first, int after);
+
 #ifdef __cplusplus
 }
 

@@ -140,7 +140,7 @@ TEST_F(FakeDriver, FailureAtAnyStepOfOpeningReleasesEverything) {
       {"cuDeviceGetAttribute", 8}, {"cuDeviceTotalMem", 2}, {"cuDevicePrimaryCtxRetain", 2},
       {"cuCtxPushCurrent", 2},     {"cuStreamCreate", 4},   {"cuEventCreate", 6},
       {"cuEventRecord", 4},        {"cuMemPoolCreate", 2},  {"cuMemPoolSetAttribute", 2},
-      {"cuMemHostAlloc", 4}};
+      {"cuMemHostAlloc", 6},       {"cuMemHostGetDevicePointer", 2}};
   for (const Step &step : steps) {
     for (int after = 0; after < step.calls; after++) {
       SCOPED_TRACE(std::string(step.fn) + " failing after " + std::to_string(after) + " calls");

@@ -337,7 +337,7 @@ TEST_F(FakeCudaExec, LaunchFailureNamesTheKernel) {
   KctScopedEnv fail("KILN_FAKE_CUDA_FAIL", "cuLaunchKernel");
   KctScopedEnv err("KILN_FAKE_CUDA_FAIL_ERROR", "1");  // CUDA_ERROR_INVALID_VALUE
   CallExpecting(this, ctx_, args, KILN_ERR_INTERNAL,
-                {"cuLaunchKernel(kiln_", "jit(two_groups), step 0", "cuda:0"});
+                {"cuLaunchKernel(kiln_", "jit(two_groups) step 0 (kernel kiln_", "cuda:0"});
   kiln_tree_free(args);
 }
 
@@ -379,6 +379,93 @@ TEST_F(FakeCudaExec, KernelFaultSurfacesAtTheNextWaitNamingTheProgram) {
   EXPECT_EQ(kiln_array_to_host(y, host.data(), host.size() * sizeof(float)), KILN_ERR_DEVICE);
   kiln_tree_free(out);
   kiln_tree_free(args);
+}
+
+// The fault trail: the message names the step the stream was in, not just
+// the program.
+TEST_F(FakeCudaExec, KernelFaultNamesTheStepItHappenedIn) {
+  Open(KILN_EXECUTOR_UNFUSED);  // five kernels
+  if (!ctx_) return;
+  check_leaks_ = false;
+  kiln_tree *args = Args(Input(Ramp(32, 1), {4, 8}));
+  KctScopedEnv fault("KILN_FAKE_CUDA_KERNEL_FAULT", "_tanh_");
+  Jit jit(ctx_, TwoGroups, "two_groups");
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+  EXPECT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 1))),
+            KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_EQ(msg.rfind("waiting for the work of jit(two_groups): the device "
+                      "failed in jit(two_groups) step 3 (kernel kiln_loop_tanh_",
+                      0),
+            0u)
+      << msg;
+  EXPECT_NE(msg.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << msg;
+  // The next call finds the failed context while queueing and names the
+  // step that failed, not the one it was queueing.
+  kiln_tree *again = nullptr;
+  EXPECT_EQ(kiln_jit_call(jit.j, args, &again), KILN_ERR_DEVICE);
+  msg = Err();
+  EXPECT_NE(msg.find("failed in jit(two_groups) step 3 (kernel kiln_loop_tanh_"), std::string::npos)
+      << msg;
+  std::cerr << "message: " << msg << "\n";
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+}
+
+TEST_F(FakeCudaExec, GraphReplayFaultNamesTheGraph) {
+  Open(KILN_EXECUTOR_UNFUSED);  // five kernels
+  if (!ctx_) return;
+  check_leaks_ = false;
+  kiln_tree *args = Args(Input(Ramp(32, 1), {4, 8}));
+  Jit jit(ctx_, TwoGroups, "two_groups");
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+  ASSERT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 1))), KILN_OK)
+      << Err();
+  kiln_tree_free(out);
+  KctScopedEnv fault("KILN_FAKE_CUDA_KERNEL_FAULT", "_tanh_");
+  ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();  // replayed as a graph
+  EXPECT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 0))),
+            KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_NE(msg.find("failed in jit(two_groups) graph of 5 kernels"), std::string::npos) << msg;
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+}
+
+TEST_F(FakeCudaExec, FaultTrailNamesTheStepRunning) {
+  Open();
+  if (!ctx_) return;
+  check_leaks_ = false;
+  EXPECT_EQ(kct_trail_fault(dev_, false, 3), KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_EQ(msg.rfind("the device failed in first: cuda:0 (Fake CUDA Device 0): cuStreamSynchronize", 0), 0u)
+      << msg;
+}
+
+TEST_F(FakeCudaExec, FaultTrailTellsWorkAfterAFinishedStep) {
+  Open();
+  if (!ctx_) return;
+  check_leaks_ = false;
+  EXPECT_EQ(kct_trail_fault(dev_, true, 3), KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_EQ(msg.rfind("the device failed after first had finished, in work queued later: "
+                      "cuda:0 (Fake CUDA Device 0): ",
+                      0),
+            0u)
+      << msg;
+}
+
+TEST_F(FakeCudaExec, FaultTrailSaysWhenTheStepIsTooFarBack) {
+  Open();
+  if (!ctx_) return;
+  check_leaks_ = false;
+  EXPECT_EQ(kct_trail_fault(dev_, false, 1100), KILN_ERR_DEVICE);
+  std::string msg = Err();
+  EXPECT_NE(msg.find("failed in a step queued more than 1024 steps before the latest"),
+            std::string::npos)
+      << msg;
 }
 #endif
 

@@ -40,6 +40,7 @@ typedef struct krt_cstep {
   const kfuse_group *g;
   char *name;   /* the kernel's symbol */
   char *source; /* its CUDA C, for as_text */
+  char what[112]; /* "jit(f) step 3 (kernel kiln_loop_2)", for messages and the fault trail */
   kcuda_kernel kernel;
   unsigned grid, block;
   int node; /* its node in the graph, -1 when not launched (no work items) */
@@ -63,6 +64,7 @@ struct krt_cuda_exec {
   kcuda_graph graph;
   kiln_kernel_args *node_args; /* per node: the arguments it holds */
   char label[48];              /* "jit(f)", for messages and buffers' origin */
+  char graph_what[96];         /* "jit(f) graph of 3 kernels", for the fault trail */
 };
 
 /* ---- building ---- */
@@ -312,6 +314,17 @@ void krt_cuda_free(krt_cuda_exec *x) {
   free(x);
 }
 
+static void krt_cstep_describe(krt_cuda_exec *x, int i) {
+  krt_cstep *s = &x->steps[i];
+  snprintf(s->what, sizeof s->what, "%s step %d (%s%s)", x->label, i,
+           s->kind == KRT_CSTEP_KERNEL ? "kernel "
+           : s->kind == KRT_CSTEP_GEMM ? "cuBLASLt matmul"
+                                       : "on the host: ",
+           s->kind == KRT_CSTEP_KERNEL ? s->name
+           : s->kind == KRT_CSTEP_GEMM ? ""
+                                       : kfuse_kind_name(s->g->kind));
+}
+
 kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
   kiln_ctx *ctx = c->p.ctx;
   const kir_program *p = c->p.prog;
@@ -337,7 +350,11 @@ kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
                            c->p.dev->info.name);
   }
   x->graphable = x->n_nodes >= 2;
-  for (int i = 0; i < x->n_steps; i++) x->graphable &= x->steps[i].kind == KRT_CSTEP_KERNEL;
+  for (int i = 0; i < x->n_steps; i++) {
+    x->graphable &= x->steps[i].kind == KRT_CSTEP_KERNEL;
+    krt_cstep_describe(x, i);
+  }
+  snprintf(x->graph_what, sizeof x->graph_what, "%s graph of %d kernels", x->label, x->n_nodes);
   c->cuda = x;
   return KILN_OK;
 }
@@ -596,18 +613,27 @@ static kiln_status krt_cuda_replay(const krt_crun *r) {
     kcuda_launch l = krt_cstep_launch(s, &a, range, params);
     if (!(st = kcuda_graph_update(r->d, &x->graph, s->node, &l))) x->node_args[s->node] = a;
   }
-  if (!st) st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
+  if (!st && !(st = kcuda_trail_enter(r->d, x->graph_what))) {
+    st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
+    kcuda_trail_leave(r->d);
+  }
   return st;
 }
 
-/* One step, inside an NVTX range named after it. */
+/* One step, inside an NVTX range named after it. A step on the device is
+ * marked on the fault trail; a host step waits, and names its failures. */
 static kiln_status krt_cuda_step(const krt_crun *r, const krt_cstep *s) {
   kcore_range_push(s->kind == KRT_CSTEP_KERNEL ? s->name
                    : s->kind == KRT_CSTEP_GEMM ? "kiln cuBLASLt matmul"
                                                : "kiln host step");
-  kiln_status st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s)
-                   : s->kind == KRT_CSTEP_GEMM ? krt_cstep_gemm_run(r, s)
-                                               : krt_cstep_host(r, s);
+  kiln_status st = KILN_OK;
+  if (s->kind == KRT_CSTEP_HOST) {
+    st = krt_cstep_host(r, s);
+  } else if (!(s->kind == KRT_CSTEP_KERNEL && s->node < 0) &&
+             !(st = kcuda_trail_enter(r->d, s->what))) {
+    st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s) : krt_cstep_gemm_run(r, s);
+    kcuda_trail_leave(r->d);
+  }
   kcore_range_pop();
   return st;
 }
@@ -618,17 +644,13 @@ static kiln_status krt_cuda_steps(const krt_crun *r) {
     kcore_range_push("kiln graph replay");
     kiln_status st = krt_cuda_replay(r);
     kcore_range_pop();
+    if (st) kcore_fail_wrap(st, "%s", x->graph_what);
     return st;
   }
   kiln_status st = KILN_OK;
-  for (int i = 0; i < x->n_steps && !st; i++) {
-    const krt_cstep *s = &x->steps[i];
-    if ((st = krt_cuda_step(r, s)))
-      kcore_fail_wrap(st, "%s, step %d (%s)", x->label, i,
-                      s->name                      ? s->name
-                      : s->kind == KRT_CSTEP_GEMM ? "cuBLASLt matmul"
-                                                  : kfuse_kind_name(s->g->kind));
-  }
+  for (int i = 0; i < x->n_steps && !st; i++)
+    if ((st = krt_cuda_step(r, &x->steps[i])))
+      kcore_fail_wrap(st, "%s", x->steps[i].what);
   return st;
 }
 
@@ -718,12 +740,14 @@ kiln_status krt_cuda_execute(const kiln_compiled *c, kiln_array *const *args, ki
   if (!st) {
     if (!(st = krt_cuda_arena(x)) && !(st = krt_cuda_inputs_ready(&r)) &&
         !(st = krt_cuda_outputs(&r)) && !(st = krt_cuda_steps(&r)) &&
-        !(st = krt_cuda_copy_outputs(&r)))
+        !(st = krt_cuda_copy_outputs(&r)) && !(st = kcuda_trail_finish(r.d)))
       st = krt_cuda_finish(&r);
     kcuda_leave(r.d);
   }
   if (!st) x->calls++;
   pthread_mutex_unlock(&x->mu);
+  /* A failure may be an earlier fault found while queueing: name its step. */
+  st = kcuda_trail_blame(r.d, st);
   for (int k = 0; st && k < c->p.n_out; k++) {
     kiln_array_release(outs[k]);
     outs[k] = NULL;

@@ -46,7 +46,15 @@ struct CUctx_st {
   int retains;
 };
 
-typedef enum { FAKE_ALLOC, FAKE_FREE, FAKE_COPY, FAKE_WAIT, FAKE_HOST_FN, FAKE_KERNEL } fake_op_kind;
+typedef enum {
+  FAKE_ALLOC,
+  FAKE_FREE,
+  FAKE_COPY,
+  FAKE_WAIT,
+  FAKE_HOST_FN,
+  FAKE_KERNEL,
+  FAKE_WRITE_VALUE
+} fake_op_kind;
 
 /* The fake knows kiln's kernel ABI (src/codegen/codegen.h): three parameters,
  * a struct of FAKE_KILN_ARGS pointers by value, then begin and end as long
@@ -63,13 +71,13 @@ typedef struct fake_launch {
 typedef struct fake_op {
   fake_op_kind kind;
   struct fake_alloc *alloc; /* FAKE_ALLOC, FAKE_FREE */
-  char *dst;                /* FAKE_COPY */
+  char *dst;                /* FAKE_COPY, FAKE_WRITE_VALUE */
   const char *src;
   size_t n;
   int dst_device, src_device; /* -1: host memory */
   const char *what;           /* the call, for reports */
   struct CUstream_st *stream; /* FAKE_WAIT: the stream and position waited for */
-  unsigned long long seq;
+  unsigned long long seq;     /* FAKE_WAIT; FAKE_WRITE_VALUE: the value */
   CUhostFn host_fn; /* FAKE_HOST_FN */
   void *host_user;
   fake_launch launch; /* FAKE_KERNEL */
@@ -150,6 +158,8 @@ typedef struct fake_alloc {
 
 typedef struct fake_host {
   void *p;
+  size_t n;
+  unsigned flags; /* cuMemHostAlloc's */
   struct fake_host *next;
 } fake_host;
 
@@ -291,6 +301,13 @@ static void fake_pool_settle(struct CUmemPoolHandle_st *pool) {
 
 static CUresult fake_run(CUstream s, unsigned long long upto);
 
+/* The pinned allocation holding [p, p+n), or NULL. */
+static fake_host *fake_pinned(const char *p, size_t n) {
+  for (fake_host *h = fake_hosts; h; h = h->next)
+    if (p >= (const char *)h->p && p + n <= (const char *)h->p + h->n) return h;
+  return NULL;
+}
+
 /* A kernel "runs": every pointer it was given must lie in a live allocation
  * of its device now (the data itself is not computed: there is no GPU). */
 static CUresult fake_kernel_run(const fake_launch *l, int device) {
@@ -327,6 +344,13 @@ static CUresult fake_execute(fake_op *op) {
       return CUDA_SUCCESS;
     case FAKE_KERNEL:
       return fake_kernel_run(&op->launch, op->dst_device);
+    case FAKE_WRITE_VALUE:
+      /* Device-mapped pinned memory (the only kind kiln writes this way). */
+      if (!fake_pinned(op->dst, sizeof(cuuint32_t)))
+        return fake_violation("cuStreamWriteValue32 to %p, which is not pinned host memory",
+                              (void *)op->dst);
+      memcpy(op->dst, &(cuuint32_t){(cuuint32_t)op->seq}, sizeof(cuuint32_t));
+      return CUDA_SUCCESS;
     case FAKE_COPY:
       if (op->dst_device >= 0 && !fake_range_live(op->dst, op->n, op->dst_device))
         return fake_violation(
@@ -537,6 +561,24 @@ static CUresult fake_cuStreamSynchronize(CUstream s) {
   return fake_leave(fake_run(s, s->enqueued));
 }
 
+/* Forces nothing, as the driver: NOT_READY while work is queued. */
+static CUresult fake_cuStreamQuery(CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  return fake_leave(s->head < s->count ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
+}
+
+/* The v2 entry point: flags other than DEFAULT are not supported. */
+static CUresult fake_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value,
+                                          unsigned int flags) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (flags != CU_STREAM_WRITE_VALUE_DEFAULT || !addr || addr % sizeof value)
+    return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  fake_op op = {.kind = FAKE_WRITE_VALUE, .dst = (char *)(uintptr_t)addr, .seq = value};
+  return fake_leave(fake_enqueue(s, op));
+}
+
 static CUresult fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   FAKE_BEGIN(true);
   if (!fake_stream_ok(s) || !fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
@@ -707,7 +749,6 @@ static CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
 
 static CUresult fake_cuMemHostAlloc(void **out, size_t n, unsigned int flags) {
   FAKE_BEGIN(true);
-  (void)flags;
   if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
   fake_host *h = calloc(1, sizeof *h);
   void *p = h ? malloc(n ? n : 1) : NULL;
@@ -716,9 +757,22 @@ static CUresult fake_cuMemHostAlloc(void **out, size_t n, unsigned int flags) {
     return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
   h->p = p;
+  h->n = n;
+  h->flags = flags;
   h->next = fake_hosts;
   fake_hosts = h;
   *out = p;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* Unified addressing: the device sees mapped pinned memory at its host
+ * address. Only memory allocated with CU_MEMHOSTALLOC_DEVICEMAP is mapped. */
+static CUresult fake_cuMemHostGetDevicePointer(CUdeviceptr *out, void *p, unsigned int flags) {
+  FAKE_BEGIN(true);
+  fake_host *h = fake_pinned(p, 1);
+  if (flags != 0 || !h || !(h->flags & CU_MEMHOSTALLOC_DEVICEMAP))
+    return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  *out = (CUdeviceptr)(uintptr_t)p;
   return fake_leave(CUDA_SUCCESS);
 }
 
@@ -1080,6 +1134,8 @@ static const struct {
     {"cuStreamCreate", 2000, (void *)fake_cuStreamCreate},
     {"cuStreamDestroy", 4000, (void *)fake_cuStreamDestroy},
     {"cuStreamSynchronize", 2000, (void *)fake_cuStreamSynchronize},
+    {"cuStreamQuery", 2000, (void *)fake_cuStreamQuery},
+    {"cuStreamWriteValue32", 11070, (void *)fake_cuStreamWriteValue32},
     {"cuStreamWaitEvent", 3020, (void *)fake_cuStreamWaitEvent},
     {"cuEventCreate", 2000, (void *)fake_cuEventCreate},
     {"cuEventDestroy", 4000, (void *)fake_cuEventDestroy},
@@ -1095,6 +1151,7 @@ static const struct {
     {"cuMemFreeAsync", 11020, (void *)fake_cuMemFreeAsync},
     {"cuMemHostAlloc", 2020, (void *)fake_cuMemHostAlloc},
     {"cuMemFreeHost", 2000, (void *)fake_cuMemFreeHost},
+    {"cuMemHostGetDevicePointer", 3020, (void *)fake_cuMemHostGetDevicePointer},
     {"cuMemcpyHtoDAsync", 3020, (void *)fake_cuMemcpyHtoDAsync},
     {"cuMemcpyDtoHAsync", 3020, (void *)fake_cuMemcpyDtoHAsync},
     {"cuMemcpyDtoDAsync", 3020, (void *)fake_cuMemcpyDtoDAsync},

@@ -127,8 +127,8 @@ out:
   return st;
 }
 
-static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
-                           krt_copy_mode mode) {
+static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *src, void *dst,
+                                          size_t nbytes, krt_copy_mode mode) {
   kcuda_device *d = kcuda_impl(dev);
   kiln_status st = kcuda_check_size("download", d, nbytes, src->nbytes);
   if (st || nbytes == 0) return st;
@@ -141,6 +141,7 @@ static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *s
 out:
   if (st) kcuda_drain_copy_stream(d);
   pthread_mutex_unlock(&d->staging_lock);
+  st = kcuda_trail_blame(d, st);
   kcuda_leave(d);
   if (st && src->origin[0])
     return kcore_fail_wrap(st, "downloading %zu bytes written by %s", nbytes, src->origin);

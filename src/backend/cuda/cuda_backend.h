@@ -50,6 +50,8 @@
   X(cuStreamCreate, 2000)             \
   X(cuStreamDestroy, 4000)            \
   X(cuStreamSynchronize, 2000)        \
+  X(cuStreamQuery, 2000)              \
+  X(cuStreamWriteValue32, 11070)      \
   X(cuStreamWaitEvent, 3020)          \
   X(cuEventCreate, 2000)              \
   X(cuEventDestroy, 4000)             \
@@ -65,6 +67,7 @@
   X(cuMemFreeAsync, 11020)            \
   X(cuMemHostAlloc, 2020)             \
   X(cuMemFreeHost, 2000)              \
+  X(cuMemHostGetDevicePointer, 3020)  \
   X(cuMemcpyHtoDAsync, 3020)          \
   X(cuMemcpyDtoHAsync, 3020)          \
   X(cuMemcpyDtoDAsync, 3020)          \
@@ -165,6 +168,34 @@ kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where
 
 /* ---- devices ---- */
 
+/* The fault trail (trail.c): the last RING steps queued on a device's
+ * compute stream, by token, and the host word the stream writes each step's
+ * token into as it reaches it. */
+#define KCUDA_TRAIL_RING 1024
+typedef struct kcuda_trail_entry {
+  uint32_t token;
+  char what[124]; /* "jit(f) step 3 (kernel kiln_loop_2)" */
+} kcuda_trail_entry;
+
+typedef struct kcuda_trail {
+  volatile uint32_t *word; /* pinned, device-mapped */
+  CUdeviceptr word_dev;
+  pthread_mutex_t lock; /* a step's mark and the step are adjacent on the stream */
+  bool lock_ready;
+  uint32_t last; /* the last token handed out */
+  kcuda_trail_entry *ring;
+} kcuda_trail;
+
+/* Spare CUDA events, so that marking a fresh buffer ready costs no
+ * cuEventCreate in steady state. */
+#define KCUDA_EVENT_SPARES 256
+typedef struct kcuda_events {
+  pthread_mutex_t lock;
+  bool lock_ready;
+  int n;
+  CUevent spare[KCUDA_EVENT_SPARES];
+} kcuda_events;
+
 /* One GPU's state: kiln_device.impl. */
 typedef struct kcuda_device {
   const kcuda_driver *drv;
@@ -191,6 +222,8 @@ typedef struct kcuda_device {
   /* cuBLASLt on the compute stream, made on first use (kcuda_device_gemm),
    * freed by the device's teardown. */
   struct kcuda_gemm_stream *gemm;
+  kcuda_trail trail;
+  kcuda_events events;
 } kcuda_device;
 
 /* The backend's state: kiln_ctx.backend_state. */
@@ -221,6 +254,25 @@ kiln_status kcuda_mark_ready(kcuda_device *d, krt_buffer *buf, CUstream stream);
 /* Orders the device's compute stream after the buffer's pending writes
  * without blocking the host: what a kernel launch does for each input. */
 kiln_status kcuda_order_after_ready(kiln_device *dev, const krt_buffer *buf);
+
+/* ---- the fault trail (trail.c) ---- */
+
+/* Both called inside the device's context by device open / close. */
+kiln_status kcuda_trail_open(kcuda_device *d);
+void kcuda_trail_close(kcuda_device *d);
+/* Marks the start of the step `what` on the compute stream and returns
+ * holding the trail's lock, so that the step the caller queues next follows
+ * its mark on the stream; kcuda_trail_leave releases it. On failure nothing
+ * is held. Inside the device's context. */
+kiln_status kcuda_trail_enter(kcuda_device *d, const char *what);
+void kcuda_trail_leave(kcuda_device *d);
+/* Marks the end of the last marked step (the end of a program's work). */
+kiln_status kcuda_trail_finish(kcuda_device *d);
+/* For a failure of work on the device: when the compute stream has failed
+ * (an asynchronous fault, found by a wait or by a later call), prefixes the
+ * message with the step it failed in. Returns st. Needs no current context
+ * (the stream names its own). */
+kiln_status kcuda_trail_blame(kcuda_device *d, kiln_status st);
 
 /* The device's memory pool: bytes reserved from the driver (kept cached up to
  * the release threshold) and bytes handed out to live buffers. */

@@ -43,11 +43,34 @@ out:
   return st;
 }
 
+/* A spare event, or a new one. Re-recording a spare is safe: a wait
+ * enqueued on it earlier keeps referring to the record it saw. */
+static kiln_status kcuda_event_take(kcuda_device *d, CUevent *ev) {
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&d->events.lock);
+  *ev = d->events.n > 0 ? d->events.spare[--d->events.n] : NULL;
+  pthread_mutex_unlock(&d->events.lock);
+  if (!*ev) KCUDA_CU(d->drv, d->where, cuEventCreate, (ev, CU_EVENT_DISABLE_TIMING), out);
+out:
+  return st;
+}
+
+/* Keeps the event as a spare, or destroys it (allowed while it is pending:
+ * the driver frees it once it completes). Inside the device's context. */
+static void kcuda_event_give(kcuda_device *d, CUevent ev) {
+  pthread_mutex_lock(&d->events.lock);
+  bool kept = d->events.n < KCUDA_EVENT_SPARES;
+  if (kept) d->events.spare[d->events.n++] = ev;
+  pthread_mutex_unlock(&d->events.lock);
+  CUresult rc = kept ? CUDA_SUCCESS : d->drv->cuEventDestroy(ev);
+  if (rc != CUDA_SUCCESS) kcuda_log_failure(d, rc, "cuEventDestroy");
+}
+
 kiln_status kcuda_mark_ready(kcuda_device *d, krt_buffer *buf, CUstream stream) {
   kiln_status st = KILN_OK;
   if (!buf->ready) {
     CUevent ev;
-    KCUDA_CU(d->drv, d->where, cuEventCreate, (&ev, CU_EVENT_DISABLE_TIMING), out);
+    if ((st = kcuda_event_take(d, &ev))) return st;
     buf->ready = ev;
   }
   KCUDA_CU(d->drv, d->where, cuEventRecord, ((CUevent)buf->ready, stream), out);
@@ -111,9 +134,7 @@ static void kcuda_release(kiln_device *dev, krt_buffer *buf) {
     CUevent ready = (CUevent)buf->ready;
     if ((rc = d->drv->cuStreamWaitEvent(d->compute, ready, 0)) != CUDA_SUCCESS)
       kcuda_log_failure(d, rc, "cuStreamWaitEvent");
-    /* Destroying a pending event is allowed: the driver frees it once it completes. */
-    if ((rc = d->drv->cuEventDestroy(ready)) != CUDA_SUCCESS)
-      kcuda_log_failure(d, rc, "cuEventDestroy");
+    kcuda_event_give(d, ready);
   }
   if (buf->ptr && (rc = d->drv->cuMemFreeAsync((CUdeviceptr)buf->ptr, d->compute)) != CUDA_SUCCESS)
     kcuda_log_failure(d, rc, "cuMemFreeAsync");
@@ -129,6 +150,7 @@ static kiln_status kcuda_wait(kiln_device *dev, const krt_buffer *buf) {
   if (st) return st;
   KCUDA_CU(d->drv, d->where, cuEventSynchronize, ((CUevent)buf->ready), out);
 out:
+  st = kcuda_trail_blame(d, st);
   kcuda_leave(d);
   if (st && buf->origin[0]) kcore_fail_wrap(st, "waiting for the work of %s", buf->origin);
   return st;
@@ -141,6 +163,7 @@ static kiln_status kcuda_synchronize(kiln_device *dev) {
   KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), out);
   KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->copy), out);
 out:
+  st = kcuda_trail_blame(d, st);
   kcuda_leave(d);
   return st;
 }
@@ -249,7 +272,11 @@ static kiln_status kcuda_device_setup(kcuda_device *d) {
   KCUDA_CU(drv, d->where, cuStreamCreate, (&d->compute, CU_STREAM_NON_BLOCKING), out);
   KCUDA_CU(drv, d->where, cuStreamCreate, (&d->copy, CU_STREAM_NON_BLOCKING), out);
   KCUDA_CU(drv, d->where, cuEventCreate, (&d->handoff, CU_EVENT_DISABLE_TIMING), out);
-  if ((st = kcuda_pool_create(d)) || (st = kcuda_staging_create(d))) goto out;
+  if (pthread_mutex_init(&d->events.lock, NULL) != 0)
+    return kcore_fail(KILN_ERR_INTERNAL, "%s: pthread_mutex_init failed", d->where);
+  d->events.lock_ready = true;
+  if ((st = kcuda_pool_create(d)) || (st = kcuda_staging_create(d)) || (st = kcuda_trail_open(d)))
+    goto out;
 out:
   return st;
 }
@@ -268,6 +295,9 @@ static void kcuda_device_close(kcuda_device *d) {
   kcuda_gemm_stream_free(d->gemm); /* its workspace's free completes in the sync below */
   if (d->copy) KCUDA_TEARDOWN(cuStreamSynchronize, (d->copy));
   if (d->compute) KCUDA_TEARDOWN(cuStreamSynchronize, (d->compute));
+  kcuda_trail_close(d);
+  for (int k = 0; k < d->events.n; k++) KCUDA_TEARDOWN(cuEventDestroy, (d->events.spare[k]));
+  if (d->events.lock_ready) pthread_mutex_destroy(&d->events.lock);
   for (int k = 0; k < 2; k++) {
     if (d->staging_done[k]) KCUDA_TEARDOWN(cuEventDestroy, (d->staging_done[k]));
     if (d->staging[k]) KCUDA_TEARDOWN(cuMemFreeHost, (d->staging[k]));
