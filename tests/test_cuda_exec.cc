@@ -463,7 +463,7 @@ TEST_F(FakeCudaExec, FaultTrailSaysWhenTheStepIsTooFarBack) {
   check_leaks_ = false;
   EXPECT_EQ(kct_trail_fault(dev_, false, 1100), KILN_ERR_DEVICE);
   std::string msg = Err();
-  EXPECT_NE(msg.find("failed in a step queued more than 1024 steps before the latest"),
+  EXPECT_NE(msg.find("failed in a step queued over 1024 steps before the latest"),
             std::string::npos)
       << msg;
 }

@@ -102,7 +102,7 @@ kiln_status kcuda_trail_blame(kcuda_device *d, kiln_status st) {
   if (known) memcpy(what, e->what, sizeof what);
   pthread_mutex_unlock(&t->lock);
   if (!known)
-    return kcore_fail_wrap(st, "the device failed in a step queued more than %d steps before the latest",
+    return kcore_fail_wrap(st, "the device failed in a step queued over %d steps before the latest",
                            KCUDA_TRAIL_RING);
   if (word & KCUDA_TRAIL_DONE)
     return kcore_fail_wrap(st, "the device failed after %s had finished, in work queued later",
