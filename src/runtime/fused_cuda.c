@@ -15,7 +15,9 @@
  * share it, and kernels that touch only temporaries keep the same
  * parameters from call to call. From the second call on, a program of
  * several kernels and nothing else is replayed as a CUDA graph whose nodes
- * are updated only where an input or output address changed. */
+ * are updated only where an input or output address changed. Each device
+ * step (or graph) is marked on the device's fault trail
+ * (backend/cuda/trail.c), so that a fault found later names it. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
