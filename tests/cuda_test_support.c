@@ -229,7 +229,7 @@ static kiln_status kct_gemm_io(kcuda_device *d, const kct_gemm_case *c, kct_dev_
   size_t bytes[3] = {c->lhs_bytes, c->rhs_bytes, c->bias_bytes};
   for (int i = 0; i < 3; i++)
     if (bytes[i]) KCUDA_CU(d->drv, d->where, cuMemcpyHtoDAsync, (bufs[i].ptr, host[i], bytes[i], d->compute), out);
-  st = kcuda_gemm_run(gs, op, bufs[0].ptr, bufs[1].ptr, c->bias ? bufs[2].ptr : 0,
+  st = kcuda_gemm_run(gs, op, gs->stream, bufs[0].ptr, bufs[1].ptr, c->bias ? bufs[2].ptr : 0,
                       bufs[3].ptr + c->c_offset);
   if (st) goto out;
   if (c->out_bytes && !c->c_bytes_short) /* a short C is not read back */

@@ -14,8 +14,9 @@
  * executable are serialised on the device's compute stream, so they can
  * share it, and kernels that touch only temporaries keep the same
  * parameters from call to call. From the second call on, a program of
- * several kernels and nothing else is replayed as a CUDA graph whose nodes
- * are updated only where an input or output address changed. Each device
+ * several kernels and matmuls (no host steps) is replayed as a CUDA graph:
+ * kernel nodes get new parameters and matmuls, stream-captured into child
+ * graphs, are captured anew, only where an input or output address changed. Each device
  * step (or graph) is marked on the device's fault trail
  * (backend/cuda/trail.c), so that a fault found later names it. */
 #include <pthread.h>
@@ -45,7 +46,7 @@ typedef struct krt_cstep {
   char what[112]; /* "jit(f) step 3 (kernel kiln_loop_2)", for messages and the fault trail */
   kcuda_kernel kernel;
   unsigned grid, block;
-  int node; /* its node in the graph, -1 when not launched (no work items) */
+  int node; /* its node in the graph, -1 when it queues nothing (no work) */
   kcuda_gemm gemm; /* GEMM */
   kcuda_gemm_op *gemm_op;
   kcuda_gemm_stream *gemm_stream;
@@ -56,17 +57,17 @@ struct krt_cuda_exec {
   kfuse_plan *plan;
   int n_steps;
   krt_cstep *steps;
-  int n_nodes;    /* kernel steps with work */
-  bool graphable; /* several kernels and nothing else */
+  int n_nodes;    /* steps with work */
+  bool graphable; /* several kernels and matmuls, and nothing else */
   krt_consts consts;
   krt_buffer *const_dev; /* per var: the device copy of a constant kernels read */
   pthread_mutex_t mu;    /* one call at a time enqueues (arena, graph) */
   krt_buffer arena;
   unsigned long long calls;
   kcuda_graph graph;
-  kiln_kernel_args *node_args; /* per node: the arguments it holds */
+  kiln_kernel_args *node_args; /* per node: the addresses it holds */
   char label[48];              /* "jit(f)", for messages and buffers' origin */
-  char graph_what[96];         /* "jit(f) graph of 3 kernels", for the fault trail */
+  char graph_what[96];         /* "jit(f) graph of 3 steps", for the fault trail */
 };
 
 /* ---- building ---- */
@@ -239,7 +240,6 @@ static kiln_status krt_cstep_load(krt_cuda_exec *x, krt_cstep *s, kcg_kernel *k,
   s->name = k->name;
   s->source = k->source;
   k->name = k->source = NULL;
-  if (s->g->n_items > 0) s->node = x->n_nodes++;
   return KILN_OK;
 }
 
@@ -316,6 +316,23 @@ void krt_cuda_free(krt_cuda_exec *x) {
   free(x);
 }
 
+/* Numbers the steps that queue work, in order (their graph nodes), and
+ * decides whether the program is replayed as a graph: several such steps,
+ * none on the host. */
+static void krt_cuda_nodes(krt_cuda_exec *x) {
+  bool host = false;
+  for (int i = 0; i < x->n_steps; i++) {
+    krt_cstep *s = &x->steps[i];
+    const kcuda_gemm *g = &s->gemm;
+    bool work = s->kind == KRT_CSTEP_KERNEL ? s->g->n_items > 0
+                : s->kind == KRT_CSTEP_GEMM ? g->batch > 0 && g->m > 0 && g->n > 0
+                                            : false;
+    host |= s->kind == KRT_CSTEP_HOST;
+    s->node = work ? x->n_nodes++ : -1;
+  }
+  x->graphable = x->n_nodes >= 2 && !host;
+}
+
 static void krt_cstep_describe(krt_cuda_exec *x, int i) {
   krt_cstep *s = &x->steps[i];
   snprintf(s->what, sizeof s->what, "%s step %d (%s%s)", x->label, i,
@@ -342,6 +359,7 @@ kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
   if (!st && !(x->steps = calloc((size_t)(x->plan->n_groups + 1), sizeof *x->steps)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   if (!st) st = krt_cuda_steps_build(x, ctx, cache, p);
+  if (!st) krt_cuda_nodes(x);
   if (!st && !(x->node_args = calloc((size_t)(x->n_nodes + 1), sizeof *x->node_args)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   if (!st) st = krt_consts_init(&x->consts, x->plan, p);
@@ -351,12 +369,8 @@ kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
     return kcore_fail_wrap(st, "fusing %s for %s", c->p.f ? c->p.f->name : "program",
                            c->p.dev->info.name);
   }
-  x->graphable = x->n_nodes >= 2;
-  for (int i = 0; i < x->n_steps; i++) {
-    x->graphable &= x->steps[i].kind == KRT_CSTEP_KERNEL;
-    krt_cstep_describe(x, i);
-  }
-  snprintf(x->graph_what, sizeof x->graph_what, "%s graph of %d kernels", x->label, x->n_nodes);
+  for (int i = 0; i < x->n_steps; i++) krt_cstep_describe(x, i);
+  snprintf(x->graph_what, sizeof x->graph_what, "%s graph of %d steps", x->label, x->n_nodes);
   c->cuda = x;
   return KILN_OK;
 }
@@ -486,11 +500,28 @@ static kiln_status krt_cstep_kernel(const krt_crun *r, const krt_cstep *s) {
   return kcuda_launch_kernel(r->d, r->d->compute, &l);
 }
 
-static kiln_status krt_cstep_gemm_run(const krt_crun *r, const krt_cstep *s) {
+/* The addresses a matmul step touches (A, B, bias or 0, C), kept like a
+ * kernel's arguments so that graph nodes of both kinds compare alike. */
+static void krt_cstep_gemm_args(const krt_crun *r, const krt_cstep *s, kiln_kernel_args *a) {
   const kir_eqn *dot = &r->c->p.prog->eqns[s->g->eqns[0]];
-  CUdeviceptr bias = s->g->bias != KIR_NO_VAR ? krt_cuda_addr(r, s->g->bias) : 0;
-  return kcuda_gemm_run(s->gemm_stream, s->gemm_op, krt_cuda_addr(r, dot->in[0]),
-                        krt_cuda_addr(r, dot->in[1]), bias, krt_cuda_addr(r, s->g->out[0]));
+  memset(a, 0, sizeof *a);
+  a->ptr[0] = (void *)(uintptr_t)krt_cuda_addr(r, dot->in[0]);
+  a->ptr[1] = (void *)(uintptr_t)krt_cuda_addr(r, dot->in[1]);
+  if (s->g->bias != KIR_NO_VAR) a->ptr[2] = (void *)(uintptr_t)krt_cuda_addr(r, s->g->bias);
+  a->ptr[3] = (void *)(uintptr_t)krt_cuda_addr(r, s->g->out[0]);
+}
+
+/* Queues step s's matmul on `stream` (the compute stream, or a capture). */
+static kiln_status krt_cstep_gemm_queue(const krt_crun *r, const krt_cstep *s, CUstream stream) {
+  kiln_kernel_args a;
+  krt_cstep_gemm_args(r, s, &a);
+  return kcuda_gemm_run(s->gemm_stream, s->gemm_op, stream, (CUdeviceptr)(uintptr_t)a.ptr[0],
+                        (CUdeviceptr)(uintptr_t)a.ptr[1], (CUdeviceptr)(uintptr_t)a.ptr[2],
+                        (CUdeviceptr)(uintptr_t)a.ptr[3]);
+}
+
+static kiln_status krt_cstep_gemm_run(const krt_crun *r, const krt_cstep *s) {
+  return krt_cstep_gemm_queue(r, s, s->gemm_stream->stream);
 }
 
 /* ---- host steps ---- */
@@ -574,33 +605,65 @@ static kiln_status krt_cstep_host(const krt_crun *r, const krt_cstep *s) {
 
 /* ---- a call ---- */
 
-/* Builds the graph from this call's launches (the second call). */
+/* What a graph node of a step is built from, kept alive while it is used. */
+typedef struct krt_node_make {
+  const krt_crun *r;
+  const krt_cstep *s;
+  kcuda_launch launch;
+  long long range[2];
+  void *params[3];
+} krt_node_make;
+
+static kiln_status krt_node_capture(void *user, CUstream stream) {
+  const krt_node_make *m = user;
+  return krt_cstep_gemm_queue(m->r, m->s, stream);
+}
+
+/* The addresses step s's node holds for this call. */
+static void krt_cstep_node_args(const krt_crun *r, const krt_cstep *s, kiln_kernel_args *a) {
+  if (s->kind == KRT_CSTEP_KERNEL)
+    krt_cstep_args(r, s->g, a);
+  else
+    krt_cstep_gemm_args(r, s, a);
+}
+
+/* Step s's graph node: its kernel launch with arguments a, or its matmul
+ * captured with this call's addresses. */
+static kcuda_graph_node krt_cstep_node(const krt_crun *r, const krt_cstep *s, kiln_kernel_args *a,
+                                       krt_node_make *m) {
+  m->r = r;
+  m->s = s;
+  if (s->kind != KRT_CSTEP_KERNEL) return (kcuda_graph_node){NULL, krt_node_capture, m};
+  m->launch = krt_cstep_launch(s, a, m->range, m->params);
+  return (kcuda_graph_node){&m->launch, NULL, NULL};
+}
+
+/* Builds the graph from this call's steps (the second call). */
 static kiln_status krt_cuda_graph_build(const krt_crun *r) {
   krt_cuda_exec *x = r->x;
-  kcuda_launch *l = calloc((size_t)x->n_nodes, sizeof *l);
-  long long (*range)[2] = calloc((size_t)x->n_nodes, sizeof *range);
-  void *(*params)[3] = calloc((size_t)x->n_nodes, sizeof *params);
+  kcuda_graph_node *nodes = calloc((size_t)x->n_nodes, sizeof *nodes);
+  krt_node_make *make = calloc((size_t)x->n_nodes, sizeof *make);
   kiln_status st = KILN_OK;
-  if (!l || !range || !params) {
+  if (!nodes || !make) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
     goto done;
   }
   for (int i = 0; i < x->n_steps; i++) {
     const krt_cstep *s = &x->steps[i];
     if (s->node < 0) continue;
-    krt_cstep_args(r, s->g, &x->node_args[s->node]);
-    l[s->node] = krt_cstep_launch(s, &x->node_args[s->node], range[s->node], params[s->node]);
+    krt_cstep_node_args(r, s, &x->node_args[s->node]);
+    nodes[s->node] = krt_cstep_node(r, s, &x->node_args[s->node], &make[s->node]);
   }
-  st = kcuda_graph_build(r->d, x->n_nodes, l, &x->graph);
+  st = kcuda_graph_build(r->d, x->n_nodes, nodes, &x->graph);
 done:
-  free(l);
-  free(range);
-  free(params);
+  free(nodes);
+  free(make);
   return st;
 }
 
-/* Replays the graph, updating only the nodes whose arguments changed (those
- * that touch the call's inputs and outputs: temporaries stay put). */
+/* Replays the graph, updating only the nodes whose addresses changed (those
+ * that touch the call's inputs and outputs: temporaries stay put); a matmul
+ * node is captured anew. */
 static kiln_status krt_cuda_replay(const krt_crun *r) {
   krt_cuda_exec *x = r->x;
   kiln_status st = x->graph.exec ? KILN_OK : krt_cuda_graph_build(r);
@@ -608,12 +671,11 @@ static kiln_status krt_cuda_replay(const krt_crun *r) {
     const krt_cstep *s = &x->steps[i];
     kiln_kernel_args a;
     if (s->node < 0) continue;
-    krt_cstep_args(r, s->g, &a);
+    krt_cstep_node_args(r, s, &a);
     if (!memcmp(&a, &x->node_args[s->node], sizeof a)) continue;
-    long long range[2];
-    void *params[3];
-    kcuda_launch l = krt_cstep_launch(s, &a, range, params);
-    if (!(st = kcuda_graph_update(r->d, &x->graph, s->node, &l))) x->node_args[s->node] = a;
+    krt_node_make m;
+    kcuda_graph_node node = krt_cstep_node(r, s, &a, &m);
+    if (!(st = kcuda_graph_update(r->d, &x->graph, s->node, &node))) x->node_args[s->node] = a;
   }
   if (!st && !(st = kcuda_trail_enter(r->d, x->graph_what))) {
     st = kcuda_graph_launch(r->d, &x->graph, r->d->compute);
@@ -631,8 +693,7 @@ static kiln_status krt_cuda_step(const krt_crun *r, const krt_cstep *s) {
   kiln_status st = KILN_OK;
   if (s->kind == KRT_CSTEP_HOST) {
     st = krt_cstep_host(r, s);
-  } else if (!(s->kind == KRT_CSTEP_KERNEL && s->node < 0) &&
-             !(st = kcuda_trail_enter(r->d, s->what))) {
+  } else if (s->node >= 0 && !(st = kcuda_trail_enter(r->d, s->what))) {
     st = s->kind == KRT_CSTEP_KERNEL ? krt_cstep_kernel(r, s) : krt_cstep_gemm_run(r, s);
     kcuda_trail_leave(r->d);
   }

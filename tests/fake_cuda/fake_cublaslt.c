@@ -16,7 +16,9 @@
  * every matrix, the bias and the workspace it touches must lie in live
  * device memory (kiln_fake_cuda_range_live); a violation is printed and
  * makes every later call (except the destroys) fail with
- * CUBLAS_STATUS_EXECUTION_FAILED, like a sticky illegal address.
+ * CUBLAS_STATUS_EXECUTION_FAILED, like a sticky illegal address. A matmul
+ * queued on a capturing stream becomes part of the captured graph and runs
+ * at each launch of it; it lives until its handle is destroyed.
  *
  * Test controls (environment, read at each call):
  *   KILN_FAKE_CUBLASLT_FAIL=<entry point>: that function fails with
@@ -228,7 +230,12 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
   return fake_new(FAKE_HANDLE, sizeof(struct cublasLtContext), (void **)handle);
 }
 
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) { return fake_destroy(handle, FAKE_HANDLE); }
+static void fake_free_captured(const void *handle);
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  fake_free_captured(handle);
+  return fake_destroy(handle, FAKE_HANDLE);
+}
 
 /* ---- descriptors ---- */
 
@@ -506,7 +513,27 @@ typedef struct fake_job {
   void *workspace;
   size_t workspace_bytes;
   double alpha, beta;
+  const void *handle;
+  struct fake_job *next_captured; /* captured: in fake_captured, run at every launch */
+  bool captured;
 } fake_job;
+
+/* Matmuls recorded into graphs, freed with their handle (under fake_lock). */
+static fake_job *fake_captured;
+
+static void fake_free_captured(const void *handle) {
+  pthread_mutex_lock(&fake_lock);
+  for (fake_job **link = &fake_captured; *link;) {
+    fake_job *j = *link;
+    if (j->handle != handle) {
+      link = &j->next_captured;
+      continue;
+    }
+    *link = j->next_captured;
+    free(j);
+  }
+  pthread_mutex_unlock(&fake_lock);
+}
 
 static size_t fake_extent(const fake_layout *l) {
   uint64_t elements = (uint64_t)(l->batch - 1) * (uint64_t)l->stride +
@@ -627,6 +654,7 @@ static void CUDA_CB fake_job_run(void *user) {
   } else {
     atomic_store(&fake_sticky, CUBLAS_STATUS_EXECUTION_FAILED);
   }
+  if (j->captured) return;
   atomic_fetch_sub(&fake_pending, 1);
   free(j);
 }
@@ -697,10 +725,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   bool f64 = d->scale == CUDA_R_64F;
   j->alpha = f64 ? *(const double *)alpha : *(const float *)alpha;
   j->beta = f64 ? *(const double *)beta : *(const float *)beta;
-  atomic_fetch_add(&fake_pending, 1);
+  j->handle = handle;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cuStreamIsCapturing((CUstream)stream, &capture) != CUDA_SUCCESS)
+    capture = CU_STREAM_CAPTURE_STATUS_NONE; /* the launch below reports the stream */
+  j->captured = capture == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (!j->captured) atomic_fetch_add(&fake_pending, 1);
   CUresult cr = cuLaunchHostFunc((CUstream)stream, fake_job_run, j);
+  if (cr == CUDA_SUCCESS && j->captured) {
+    pthread_mutex_lock(&fake_lock);
+    j->next_captured = fake_captured;
+    fake_captured = j;
+    pthread_mutex_unlock(&fake_lock);
+  }
   if (cr != CUDA_SUCCESS) {
-    atomic_fetch_sub(&fake_pending, 1);
+    if (!j->captured) atomic_fetch_sub(&fake_pending, 1);
     free(j);
     return fake_refuse(CUBLAS_STATUS_EXECUTION_FAILED, "queueing on stream %p: CUresult %d",
                        (void *)stream, (int)cr);

@@ -17,7 +17,12 @@
  *   - modules are checked to be cubins or PTX naming the kernels looked up;
  *     a launched kernel computes nothing (there is no GPU), but when it
  *     "runs" every pointer it was given (kiln's kernel ABI) must lie in a
- *     live allocation; graphs of kernel nodes replay in insertion order.
+ *     live allocation; graphs replay their nodes in insertion order;
+ *   - stream capture records kernels and host functions only (the work a
+ *     matmul library queues): anything else queued on a capturing stream,
+ *     or a synchronisation of one, is an error; graphs of kernel, child
+ *     graph and captured nodes are supported, and a child graph node can
+ *     only be given a graph of the same kernels.
  * A violation found while running stream work is reported on stderr and
  * becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a crashed kernel would.
  *
@@ -96,9 +101,12 @@ struct CUfunc_st {
   struct CUfunc_st *next;
 };
 
+/* A node is the work it stands for: one kernel or host function, or the
+ * flattened work of a child graph. */
 struct CUgraphNode_st {
   struct CUgraph_st *graph;
-  fake_launch launch;
+  int n;
+  struct fake_op *ops;
   struct CUgraphNode_st *next; /* in the graph, in insertion order */
 };
 
@@ -110,7 +118,8 @@ struct CUgraph_st {
 
 typedef struct fake_exec_node {
   struct CUgraphNode_st *node; /* the node it was instantiated from */
-  fake_launch launch;
+  int n;
+  struct fake_op *ops; /* its own copy */
 } fake_exec_node;
 
 struct CUgraphExec_st {
@@ -126,6 +135,7 @@ struct CUstream_st {
   fake_op *ops; /* pending work, ops[head..count) */
   size_t head, count, cap;
   unsigned long long enqueued, executed;
+  struct CUgraph_st *capture; /* the graph being captured, or NULL */
   struct CUstream_st *next;
 };
 
@@ -271,7 +281,10 @@ static bool fake_context_ok(CUcontext c) {
 
 /* ---- stream work ---- */
 
+static CUresult fake_capture(CUstream s, fake_op op);
+
 static CUresult fake_enqueue(CUstream s, fake_op op) {
+  if (s->capture) return fake_capture(s, op);
   if (s->count == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 16;
     fake_op *ops = realloc(s->ops, cap * sizeof *ops);
@@ -558,6 +571,7 @@ static CUresult fake_cuStreamDestroy(CUstream s) {
 static CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_BEGIN(true);
   if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (s->capture) return fake_leave(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   return fake_leave(fake_run(s, s->enqueued));
 }
 
@@ -966,7 +980,7 @@ static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
   return fake_leave(rc);
 }
 
-/* ---- graphs (kernel nodes only, run in insertion order) ---- */
+/* ---- graphs (run in insertion order) and stream capture ---- */
 
 static bool fake_graph_ok(CUgraph g) {
   for (struct CUgraph_st *p = fake_graphs; p; p = p->next)
@@ -994,6 +1008,7 @@ static CUresult fake_cuGraphCreate(CUgraph *out, unsigned int flags) {
 static void fake_graph_free_nodes(struct CUgraph_st *g) {
   for (struct CUgraphNode_st *n = g->first, *next; n; n = next) {
     next = n->next;
+    free(n->ops);
     free(n);
   }
   g->first = g->last = NULL;
@@ -1020,27 +1035,106 @@ static CUresult fake_launch_of(const CUDA_KERNEL_NODE_PARAMS *p, fake_launch *ou
                           p->sharedMemBytes, p->kernelParams, p->extra, out);
 }
 
-/* Nodes run in insertion order, so each must come after its dependencies. */
+/* The work of g, flattened in order, in a new array (*n ops). */
+static CUresult fake_graph_ops(const struct CUgraph_st *g, fake_op **out, int *n) {
+  *n = 0;
+  for (const struct CUgraphNode_st *p = g->first; p; p = p->next) *n += p->n;
+  if (!(*out = calloc((size_t)(*n ? *n : 1), sizeof **out))) return CUDA_ERROR_OUT_OF_MEMORY;
+  int k = 0;
+  for (const struct CUgraphNode_st *p = g->first; p; p = p->next)
+    for (int i = 0; i < p->n; i++) (*out)[k++] = p->ops[i];
+  return CUDA_SUCCESS;
+}
+
+/* Appends a node doing ops[0..n) (taken over) to g. Nodes run in insertion
+ * order, so each must come after its dependencies. */
+static CUresult fake_graph_append(CUgraph g, const CUgraphNode *deps, size_t n_deps, fake_op *ops,
+                                  int n, CUgraphNode *out) {
+  CUresult rc = CUDA_SUCCESS;
+  for (size_t i = 0; i < n_deps && rc == CUDA_SUCCESS; i++)
+    if (!fake_node_in(g, deps[i])) rc = CUDA_ERROR_INVALID_VALUE;
+  struct CUgraphNode_st *node = rc == CUDA_SUCCESS ? calloc(1, sizeof *node) : NULL;
+  if (!node) {
+    free(ops);
+    return rc == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : rc;
+  }
+  *node = (struct CUgraphNode_st){.graph = g, .n = n, .ops = ops};
+  if (g->last)
+    g->last->next = node;
+  else
+    g->first = node;
+  g->last = node;
+  if (out) *out = node;
+  return CUDA_SUCCESS;
+}
+
 static CUresult fake_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
                                           size_t n_deps, const CUDA_KERNEL_NODE_PARAMS *p) {
   FAKE_BEGIN(true);
   if (!fake_graph_ok(g)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-  for (size_t i = 0; i < n_deps; i++)
-    if (!fake_node_in(g, deps[i])) return fake_leave(CUDA_ERROR_INVALID_VALUE);
-  struct CUgraphNode_st *n = calloc(1, sizeof *n);
-  if (!n) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
-  CUresult rc = fake_launch_of(p, &n->launch);
+  fake_op *op = calloc(1, sizeof *op);
+  if (!op) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  op->kind = FAKE_KERNEL;
+  CUresult rc = fake_launch_of(p, &op->launch);
   if (rc != CUDA_SUCCESS) {
-    free(n);
+    free(op);
     return fake_leave(rc);
   }
-  n->graph = g;
-  if (g->last)
-    g->last->next = n;
-  else
-    g->first = n;
-  g->last = n;
-  *out = n;
+  return fake_leave(fake_graph_append(g, deps, n_deps, op, 1, out));
+}
+
+/* The child's work is copied in, as the driver clones the child graph. */
+static CUresult fake_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                                              size_t n_deps, CUgraph child) {
+  FAKE_BEGIN(true);
+  if (!fake_graph_ok(g) || !fake_graph_ok(child)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  fake_op *ops;
+  int n;
+  CUresult rc = fake_graph_ops(child, &ops, &n);
+  if (rc != CUDA_SUCCESS) return fake_leave(rc);
+  return fake_leave(fake_graph_append(g, deps, n_deps, ops, n, out));
+}
+
+/* Captured work becomes a node of the capture's graph, after the last. */
+static CUresult fake_capture(CUstream s, fake_op op) {
+  if (op.kind != FAKE_KERNEL && op.kind != FAKE_HOST_FN)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fake_op *copy = malloc(sizeof *copy);
+  if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
+  *copy = op;
+  struct CUgraph_st *g = s->capture;
+  return fake_graph_append(g, g->last ? (CUgraphNode[]){g->last} : NULL, g->last ? 1 : 0, copy, 1,
+                           NULL);
+}
+
+static CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (s->capture || mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  struct CUgraph_st *g = calloc(1, sizeof *g);
+  if (!g) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
+  g->next = fake_graphs;
+  fake_graphs = g;
+  s->capture = g;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+static CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *out) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!s->capture) return fake_leave(CUDA_ERROR_ILLEGAL_STATE);
+  *out = s->capture;
+  s->capture = NULL;
+  return fake_leave(CUDA_SUCCESS);
+}
+
+/* Exported too, for the stand-in cuBLASLt, whose queued matmuls must then
+ * outlive their first run. */
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s) || !status) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  *status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return fake_leave(CUDA_SUCCESS);
 }
 
@@ -1053,41 +1147,78 @@ static CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g,
   int n = 0;
   for (struct CUgraphNode_st *p = g->first; p; p = p->next) n++;
   if (e) e->nodes = calloc((size_t)(n ? n : 1), sizeof *e->nodes);
-  if (!e || !e->nodes) {
+  bool ok = e && e->nodes;
+  for (struct CUgraphNode_st *p = g->first; ok && p; p = p->next, e->n++) {
+    fake_exec_node *x = &e->nodes[e->n];
+    *x = (fake_exec_node){p, p->n, malloc(sizeof(fake_op) * (size_t)(p->n ? p->n : 1))};
+    if ((ok = x->ops != NULL)) memcpy(x->ops, p->ops, sizeof(fake_op) * (size_t)p->n);
+  }
+  if (!ok) {
+    for (int i = 0; e && i < e->n; i++) free(e->nodes[i].ops);
+    if (e) free(e->nodes);
     free(e);
     return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
   }
-  for (struct CUgraphNode_st *p = g->first; p; p = p->next)
-    e->nodes[e->n++] = (fake_exec_node){p, p->launch};
   e->next = fake_execs;
   fake_execs = e;
   *out = e;
   return fake_leave(CUDA_SUCCESS);
 }
 
+static fake_exec_node *fake_exec_find(CUgraphExec e, CUgraphNode node) {
+  for (int i = 0; i < e->n; i++)
+    if (e->nodes[i].node == node) return &e->nodes[i];
+  return NULL;
+}
+
 static CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
                                                     const CUDA_KERNEL_NODE_PARAMS *p) {
   FAKE_BEGIN(true);
   if (!fake_exec_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-  for (int i = 0; i < e->n; i++) {
-    if (e->nodes[i].node != node) continue;
-    fake_launch l;
-    CUresult rc = fake_launch_of(p, &l);
-    if (rc == CUDA_SUCCESS && l.func != e->nodes[i].launch.func) rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS) e->nodes[i].launch = l;
-    return fake_leave(rc);
+  fake_exec_node *x = fake_exec_find(e, node);
+  if (!x || x->n != 1 || x->ops[0].kind != FAKE_KERNEL) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  fake_launch l;
+  CUresult rc = fake_launch_of(p, &l);
+  if (rc == CUDA_SUCCESS && l.func != x->ops[0].launch.func) rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) x->ops[0].launch = l;
+  return fake_leave(rc);
+}
+
+/* As the driver: only a child graph of the same shape (here: the same
+ * kinds of work, the same kernels) may replace the node's. */
+static CUresult fake_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                                        CUgraph child) {
+  FAKE_BEGIN(true);
+  if (!fake_exec_ok(e) || !fake_graph_ok(child)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  fake_exec_node *x = fake_exec_find(e, node);
+  fake_op *ops;
+  int n;
+  if (!x) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  CUresult rc = fake_graph_ops(child, &ops, &n);
+  if (rc != CUDA_SUCCESS) return fake_leave(rc);
+  bool same = n == x->n;
+  for (int i = 0; same && i < n; i++)
+    same = ops[i].kind == x->ops[i].kind &&
+           (ops[i].kind != FAKE_KERNEL || ops[i].launch.func == x->ops[i].launch.func);
+  if (!same) {
+    free(ops);
+    return fake_leave(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   }
-  return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  free(x->ops);
+  x->ops = ops;
+  return fake_leave(CUDA_SUCCESS);
 }
 
 static CUresult fake_cuGraphLaunch(CUgraphExec e, CUstream s) {
   FAKE_BEGIN(true);
   if (!fake_exec_ok(e) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   CUresult rc = CUDA_SUCCESS;
-  for (int i = 0; i < e->n && rc == CUDA_SUCCESS; i++) {
-    fake_op op = {.kind = FAKE_KERNEL, .dst_device = s->device, .launch = e->nodes[i].launch};
-    rc = fake_enqueue(s, op);
-  }
+  for (int i = 0; i < e->n; i++)
+    for (int k = 0; k < e->nodes[i].n && rc == CUDA_SUCCESS; k++) {
+      fake_op op = e->nodes[i].ops[k];
+      op.dst_device = s->device;
+      rc = fake_enqueue(s, op);
+    }
   if (rc == CUDA_SUCCESS) fake_graph_launches++;
   return fake_leave(rc);
 }
@@ -1096,6 +1227,7 @@ static CUresult fake_cuGraphExecDestroy(CUgraphExec e) {
   FAKE_BEGIN(true);
   if (!fake_exec_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   e->destroyed = true;
+  for (int i = 0; i < e->n; i++) free(e->nodes[i].ops);
   free(e->nodes);
   e->nodes = NULL;
   e->n = 0;
@@ -1166,6 +1298,10 @@ static const struct {
     {"cuGraphAddKernelNode", 12000, (void *)fake_cuGraphAddKernelNode},
     {"cuGraphInstantiateWithFlags", 11040, (void *)fake_cuGraphInstantiateWithFlags},
     {"cuGraphExecKernelNodeSetParams", 12000, (void *)fake_cuGraphExecKernelNodeSetParams},
+    {"cuGraphAddChildGraphNode", 10000, (void *)fake_cuGraphAddChildGraphNode},
+    {"cuGraphExecChildGraphNodeSetParams", 11010, (void *)fake_cuGraphExecChildGraphNodeSetParams},
+    {"cuStreamBeginCapture", 10010, (void *)fake_cuStreamBeginCapture},
+    {"cuStreamEndCapture", 10000, (void *)fake_cuStreamEndCapture},
     {"cuGraphLaunch", 10000, (void *)fake_cuGraphLaunch},
     {"cuGraphExecDestroy", 10000, (void *)fake_cuGraphExecDestroy},
 };

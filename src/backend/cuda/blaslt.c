@@ -554,8 +554,8 @@ void kcuda_gemm_op_free(kcuda_gemm_op *op) {
   free(op);
 }
 
-kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUdeviceptr a,
-                           CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c) {
+kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUstream stream,
+                           CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c) {
   kiln_status st = KILN_OK;
   const kcuda_gemm *g = &op->g;
   if (op->empty) return KILN_OK;
@@ -584,7 +584,7 @@ kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUdev
   void *D = (void *)(uintptr_t)c, *work = (void *)(uintptr_t)gs->workspace;
   KCUDA_LT(lt, op->where, cublasLtMatmul,
            (gs->handle, op->desc, &op->one, A, op->layout[0], B, op->layout[1], &op->zero, D,
-            op->layout[2], D, op->layout[2], &op->algo, work, gs->workspace_bytes, gs->stream),
+            op->layout[2], D, op->layout[2], &op->algo, work, gs->workspace_bytes, stream),
            out);
 out:
   return st;

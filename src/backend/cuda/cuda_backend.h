@@ -82,6 +82,10 @@
   X(cuGraphAddKernelNode, 12000)      \
   X(cuGraphInstantiateWithFlags, 11040) \
   X(cuGraphExecKernelNodeSetParams, 12000) \
+  X(cuGraphAddChildGraphNode, 10000)  \
+  X(cuGraphExecChildGraphNodeSetParams, 11010) \
+  X(cuStreamBeginCapture, 10010)      \
+  X(cuStreamEndCapture, 10000)        \
   X(cuGraphLaunch, 10000)             \
   X(cuGraphExecDestroy, 10000)
 
@@ -321,19 +325,36 @@ kiln_status kcuda_launch_kernel(kcuda_device *d, CUstream stream, const kcuda_la
  * not call the driver. */
 kiln_status kcuda_launch_host(kcuda_device *d, CUstream stream, CUhostFn fn, void *user);
 
-/* A chain of kernel launches instantiated as a CUDA graph: replayed with one
- * call, each node's parameters updatable between replays. */
+/* Work recorded by stream capture: enqueue(user, stream) queues it. */
+typedef kiln_status (*kcuda_enqueue_fn)(void *user, CUstream stream);
+
+/* One node of a graph chain: a kernel launch, or (launch NULL) the work
+ * `capture` queues, recorded on a stream of the graph's own and added as a
+ * child graph (how library calls such as cuBLASLt's join a graph). */
+typedef struct kcuda_graph_node {
+  const kcuda_launch *launch;
+  kcuda_enqueue_fn capture;
+  void *user;
+} kcuda_graph_node;
+
+/* A chain of nodes instantiated as a CUDA graph: replayed with one call,
+ * each node updatable between replays. */
 typedef struct kcuda_graph {
   CUgraph graph;
   CUgraphExec exec;
+  CUstream capture; /* for captured nodes, created with the first */
   int n;
   CUgraphNode *nodes;
 } kcuda_graph;
 
-/* Builds and instantiates the chain l[0] -> l[1] -> ... (inside kcuda_enter). */
-kiln_status kcuda_graph_build(kcuda_device *d, int n, const kcuda_launch *l, kcuda_graph *out);
-/* Gives node i the parameters of l (same kernel and shape). */
-kiln_status kcuda_graph_update(kcuda_device *d, kcuda_graph *g, int i, const kcuda_launch *l);
+/* Builds and instantiates the chain nodes[0] -> nodes[1] -> ... (inside
+ * kcuda_enter). */
+kiln_status kcuda_graph_build(kcuda_device *d, int n, const kcuda_graph_node *nodes,
+                              kcuda_graph *out);
+/* Gives node i new work of the same shape: the same kernel with new
+ * parameters, or a new capture of the same library call. */
+kiln_status kcuda_graph_update(kcuda_device *d, kcuda_graph *g, int i,
+                               const kcuda_graph_node *node);
 kiln_status kcuda_graph_launch(kcuda_device *d, kcuda_graph *g, CUstream stream);
 void kcuda_graph_destroy(kcuda_device *d, kcuda_graph *g);
 
@@ -506,12 +527,14 @@ typedef struct kcuda_gemm_op kcuda_gemm_op;
 /* No algorithm for the gemm is KILN_ERR_UNIMPLEMENTED naming its shapes. */
 kiln_status kcuda_gemm_prepare(kcuda_gemm_stream *gs, const kcuda_gemm *g, kcuda_gemm_op **out);
 void kcuda_gemm_op_free(kcuda_gemm_op *op); /* NULL is allowed */
-/* Queues C = A.B (+ bias, relu) on gs's stream: a, b, c (and bias, 0
- * without an epilogue) are device pointers laid out as the kcuda_gemm says,
- * aligned to its `align`. Call inside kcuda_enter(gs->d). The bias pointer is
- * set on the op's descriptor, so one op must not run on two threads at once. */
-kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUdeviceptr a,
-                           CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c);
+/* Queues C = A.B (+ bias, relu) on `stream` with gs's handle and workspace
+ * (stream is gs->stream, or one being captured into a graph that will run
+ * on it): a, b, c (and bias, 0 without an epilogue) are device pointers laid
+ * out as the kcuda_gemm says, aligned to its `align`. Call inside
+ * kcuda_enter(gs->d). The bias pointer is set on the op's descriptor, so
+ * one op must not run on two threads at once. */
+kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUstream stream,
+                           CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c);
 
 /* ---- end of cuBLASLt (blaslt.c) ---- */
 
