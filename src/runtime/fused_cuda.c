@@ -707,8 +707,15 @@ static kiln_status krt_cuda_steps(const krt_crun *r) {
     kcore_range_push("kiln graph replay");
     kiln_status st = krt_cuda_replay(r);
     kcore_range_pop();
-    if (st) kcore_fail_wrap(st, "%s", x->graph_what);
-    return st;
+    if (!st) return KILN_OK;
+    if (kcuda_device_failed(r->d)) return kcore_fail_wrap(st, "%s", x->graph_what);
+    /* The driver refused the graph (a re-captured matmul it cannot swap in,
+     * say) with the device still usable: run step by step from now on. */
+    KRT_LOG(r->c->p.ctx, KILN_LOG_WARN, "%s: replaying it failed, running it step by step: %s",
+            x->graph_what, kiln_last_error());
+    kiln_clear_error();
+    kcuda_graph_destroy(r->d, &x->graph);
+    x->graphable = false;
   }
   kiln_status st = KILN_OK;
   for (int i = 0; i < x->n_steps && !st; i++)

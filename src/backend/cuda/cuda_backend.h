@@ -277,6 +277,9 @@ kiln_status kcuda_trail_finish(kcuda_device *d);
  * message with the step it failed in. Returns st. Needs no current context
  * (the stream names its own). */
 kiln_status kcuda_trail_blame(kcuda_device *d, kiln_status st);
+/* Whether the device's compute stream has failed (a sticky fault), as
+ * opposed to a call refused with the device still usable. */
+bool kcuda_device_failed(kcuda_device *d);
 
 /* The device's memory pool: bytes reserved from the driver (kept cached up to
  * the release threshold) and bytes handed out to live buffers. */

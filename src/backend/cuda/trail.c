@@ -85,13 +85,17 @@ kiln_status kcuda_trail_finish(kcuda_device *d) {
   return st;
 }
 
+bool kcuda_device_failed(kcuda_device *d) {
+  CUresult rc = d->drv->cuStreamQuery(d->compute);
+  return rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY;
+}
+
 kiln_status kcuda_trail_blame(kcuda_device *d, kiln_status st) {
   kcuda_trail *t = &d->trail;
   if (st != KILN_ERR_DEVICE || !t->word) return st;
   /* Only a failed stream has a step to blame (not, say, a launch refused
    * for its resources). */
-  CUresult rc = d->drv->cuStreamQuery(d->compute);
-  if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY) return st;
+  if (!kcuda_device_failed(d)) return st;
   uint32_t word = *t->word;
   uint32_t token = word & ~KCUDA_TRAIL_DONE;
   if (token == 0) return st;
