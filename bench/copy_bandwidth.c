@@ -102,15 +102,15 @@ static uint64_t median(uint64_t *v, int n) {
 /* One timed operation on one device: a copy in one direction and mode. */
 typedef struct copy_case {
   kiln_device *dev;
-  krt_buffer *buf;
+  kdev_buffer *buf;
   void *host;
   size_t nbytes;
-  krt_copy_mode mode;
+  kdev_copy_mode mode;
   bool to_device;
 } copy_case;
 
 static kiln_status run_once(const copy_case *c) {
-  const krt_device_ops *ops = c->dev->ops;
+  const kdev_ops *ops = c->dev->ops;
   if (!c->to_device) return ops->download(c->dev, c->buf, c->host, c->nbytes, c->mode);
   kiln_status st = ops->upload(c->dev, c->buf, c->host, c->nbytes, c->mode);
   return st ? st : ops->wait(c->dev, c->buf);
@@ -132,8 +132,8 @@ static kiln_status time_case(const copy_case *c, int iters, uint64_t *times, dou
 }
 
 /* Fails loudly if a round trip in `mode` does not bring the data back. */
-static kiln_status check_round_trip(kiln_device *dev, krt_buffer *buf, const unsigned char *src,
-                                    unsigned char *dst, size_t n, krt_copy_mode mode) {
+static kiln_status check_round_trip(kiln_device *dev, kdev_buffer *buf, const unsigned char *src,
+                                    unsigned char *dst, size_t n, kdev_copy_mode mode) {
   memset(dst, 0, n);
   kiln_status st = dev->ops->upload(dev, buf, src, n, mode);
   if (!st) st = dev->ops->download(dev, buf, dst, n, mode);
@@ -145,11 +145,11 @@ static kiln_status check_round_trip(kiln_device *dev, krt_buffer *buf, const uns
 }
 
 /* Measures both directions in one mode; NaN when the mode does not apply. */
-static kiln_status measure_mode(kiln_device *dev, krt_buffer *buf, unsigned char *src,
-                                unsigned char *dst, size_t n, krt_copy_mode mode, int iters,
+static kiln_status measure_mode(kiln_device *dev, kdev_buffer *buf, unsigned char *src,
+                                unsigned char *dst, size_t n, kdev_copy_mode mode, int iters,
                                 uint64_t *times, double *h2d, double *d2h) {
   *h2d = *d2h = NAN;
-  if (mode == KRT_COPY_STAGED && dev->info.platform != KILN_BACKEND_CUDA) return KILN_OK;
+  if (mode == KDEV_COPY_STAGED && dev->info.platform != KILN_BACKEND_CUDA) return KILN_OK;
   kiln_status st = check_round_trip(dev, buf, src, dst, n, mode);
   copy_case up = {dev, buf, src, n, mode, true}, down = {dev, buf, dst, n, mode, false};
   if (!st) st = time_case(&up, iters, times, h2d);
@@ -174,7 +174,7 @@ static kiln_status add_row(kbench_report *r, kiln_device *dev, size_t n, const d
 static kiln_status measure_size(kbench_report *r, kiln_device *dev, size_t n, int iters,
                                 uint64_t *times) {
   unsigned char *src = malloc(n), *dst = malloc(n);
-  krt_buffer buf = {0};
+  kdev_buffer buf = {0};
   kiln_status st = KILN_OK;
   if (!src || !dst) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "copy_bandwidth: no host memory for 2 x %zu bytes", n);
@@ -183,10 +183,10 @@ static kiln_status measure_size(kbench_report *r, kiln_device *dev, size_t n, in
   for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 131 + (i >> 12));
   if ((st = dev->ops->alloc(dev, n, &buf))) goto out;
   double gbps[4];
-  if ((st = measure_mode(dev, &buf, src, dst, n, KRT_COPY_STAGED, iters, times, &gbps[0],
+  if ((st = measure_mode(dev, &buf, src, dst, n, KDEV_COPY_STAGED, iters, times, &gbps[0],
                          &gbps[2])) ||
-      (st =
-           measure_mode(dev, &buf, src, dst, n, KRT_COPY_DIRECT, iters, times, &gbps[1], &gbps[3])))
+      (st = measure_mode(dev, &buf, src, dst, n, KDEV_COPY_DIRECT, iters, times, &gbps[1],
+                         &gbps[3])))
     goto out;
   st = add_row(r, dev, n, gbps);
 out:
@@ -226,12 +226,12 @@ static kiln_status run(kiln_ctx *ctx, const bandwidth_args *a, kbench_report *r)
       (st = kbench_report_param(r, "max_bytes", (double)a->max_bytes)))
     goto out;
   for (int i = 0; i < kiln_device_count(ctx); i++) {
-    kiln_device *dev = &ctx->devices[i];
+    kiln_device *dev = &ctx->be.devices[i];
     if ((st = kbench_report_add_device(r, dev->info.name, kiln_backend_name(dev->info.platform))))
       goto out;
   }
   for (int i = 0; i < kiln_device_count(ctx); i++)
-    if ((st = measure_device(r, &ctx->devices[i], a, times))) goto out;
+    if ((st = measure_device(r, &ctx->be.devices[i], a, times))) goto out;
 out:
   free(times);
   return st;

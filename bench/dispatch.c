@@ -272,29 +272,29 @@ static kiln_status refuse_build(void *user, void **blob, size_t *size) {
 }
 
 /* A kernel loaded by a fresh cache object came from disk, unbuilt. */
-static kiln_status check_disk_hit(krt_kcache *c, const char *name) {
-  krt_kcache_stats s;
-  krt_kcache_stats_get(c, &s);
+static kiln_status check_disk_hit(kcache *c, const char *name) {
+  kcache_stats s;
+  kcache_stats_get(c, &s);
   if (s.disk_hits == 1 && s.builds == 0) return KILN_OK;
   return kcore_fail(KILN_ERR_INTERNAL, "%s: expected one disk hit, got %llu hits and %llu builds",
                     name, (unsigned long long)s.disk_hits, (unsigned long long)s.builds);
 }
 
 /* Median ms of loading `key` through a new cache object over b->dir. */
-static kiln_status time_cubin_hits(compile_bench *b, const krt_kcache_key *key, const char *name,
+static kiln_status time_cubin_hits(compile_bench *b, const kcache_key *key, const char *name,
                                    double *ms) {
   uint64_t *ns = calloc((size_t)b->hit_iters, sizeof *ns);
   kiln_status st = ns ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "bench_dispatch: no memory");
   for (int i = 0; i < b->hit_iters && !st; i++) {
-    krt_kcache *c = NULL;
+    kcache *c = NULL;
     const void *blob = NULL;
     size_t size = 0;
-    st = krt_kcache_new(b->dir, KILN_LOG_WARN, &c);
+    st = kcache_new(b->dir, KILN_LOG_WARN, &c);
     uint64_t t0 = kcore_now_ns();
-    if (!st) st = krt_kcache_get_or_build(c, key, refuse_build, (void *)name, &blob, &size);
+    if (!st) st = kcache_get_or_build(c, key, refuse_build, (void *)name, &blob, &size);
     ns[i] = kcore_now_ns() - t0;
     if (!st) st = check_disk_hit(c, name);
-    krt_kcache_free(c);
+    kcache_free(c);
   }
   if (!st) *ms = kbench_median_ns(ns, b->hit_iters) / 1e6;
   free(ns);
@@ -309,7 +309,7 @@ static kiln_status bench_cuda_kernel(compile_bench *b, const kcg_kernel *k) {
   uint64_t *ns = calloc((size_t)b->iters, sizeof *ns);
   char *cubin = NULL;
   size_t size = 0;
-  krt_kcache *store = NULL;
+  kcache *store = NULL;
   kiln_status st = ns ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "bench_dispatch: no memory");
   for (int i = 0; i < b->iters && !st; i++) {
     free(cubin);
@@ -317,14 +317,14 @@ static kiln_status bench_cuda_kernel(compile_bench *b, const kcg_kernel *k) {
     st = kcuda_nvrtc_compile(k->name, k->source, opts, 1, true, &cubin, &size);
     ns[i] = kcore_now_ns() - t0;
   }
-  krt_kcache_key key;
-  krt_kcache_key_parts parts = {k->source, strlen(k->source), "sm_90", b->nvrtc_version, opts, 1};
-  krt_kcache_key_make(&parts, &key);
+  kcache_key key;
+  kcache_key_parts parts = {k->source, strlen(k->source), "sm_90", b->nvrtc_version, opts, 1};
+  kcache_key_make(&parts, &key);
   blob_ref ref = {cubin, size};
   const void *blob = NULL;
-  if (!st) st = krt_kcache_new(b->dir, KILN_LOG_WARN, &store);
-  if (!st) st = krt_kcache_get_or_build(store, &key, give_blob, &ref, &blob, &size);
-  krt_kcache_free(store);
+  if (!st) st = kcache_new(b->dir, KILN_LOG_WARN, &store);
+  if (!st) st = kcache_get_or_build(store, &key, give_blob, &ref, &blob, &size);
+  kcache_free(store);
   if (!st) st = time_cubin_hits(b, &key, k->name, &b->cubin_hit_ms[b->n]);
   if (!st) b->nvrtc_ms[b->n++] = kbench_median_ns(ns, b->iters) / 1e6;
   free(cubin);
@@ -338,9 +338,9 @@ static kiln_status bench_c_kernel(compile_bench *b, const kcg_kernel *k) {
   uint64_t *ns = calloc((size_t)b->hit_iters, sizeof *ns);
   kiln_status st = ns ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "bench_dispatch: no memory");
   for (int i = -1; i < b->hit_iters && !st; i++) { /* i = -1: the build */
-    krt_kcache *c = NULL;
+    kcache *c = NULL;
     kcpu_cc_module *m = NULL;
-    st = krt_kcache_new(b->dir, KILN_LOG_WARN, &c);
+    st = kcache_new(b->dir, KILN_LOG_WARN, &c);
     uint64_t t0 = kcore_now_ns();
     if (!st) st = kcpu_cc_jit(b->cc, c, k->name, k->source, NULL, 0, &m);
     uint64_t t = kcore_now_ns() - t0;
@@ -348,7 +348,7 @@ static kiln_status bench_c_kernel(compile_bench *b, const kcg_kernel *k) {
     if (i < 0) b->c_compile_ms[b->n_c] = (double)t / 1e6;
     else ns[i] = t;
     kcpu_cc_unload(m);
-    krt_kcache_free(c);
+    kcache_free(c);
   }
   if (!st) b->c_hit_ms[b->n_c++] = kbench_median_ns(ns, b->hit_iters) / 1e6;
   free(ns);

@@ -89,7 +89,7 @@ static kiln_status time_case(const executor *e, const kbench_case *c, int iters,
 }
 
 /* `batch` device-to-device copies, then a wait for the device. */
-static kiln_status copy_batch(kiln_device *dev, krt_buffer *dst, const krt_buffer *src, size_t n,
+static kiln_status copy_batch(kiln_device *dev, kdev_buffer *dst, const kdev_buffer *src, size_t n,
                               int batch) {
   kiln_status st = KILN_OK;
   for (int b = 0; b < batch && !st; b++) st = dev->ops->copy(dev, dst, dev, src, n);
@@ -101,7 +101,7 @@ static kiln_status copy_batch(kiln_device *dev, krt_buffer *dst, const krt_buffe
  * memcpy on the CPU, cuMemcpyDtoDAsync on the compute stream on CUDA. */
 static kiln_status copy_gbps(kiln_device *dev, double bytes, int iters, int batch, double *gbps) {
   size_t n = (size_t)(bytes / 2) > 0 ? (size_t)(bytes / 2) : 1;
-  krt_buffer src = {0}, dst = {0};
+  kdev_buffer src = {0}, dst = {0};
   unsigned char *host = malloc(n);
   uint64_t *ns = calloc((size_t)iters, sizeof *ns);
   kiln_status st = KILN_OK;
@@ -111,7 +111,7 @@ static kiln_status copy_gbps(kiln_device *dev, double bytes, int iters, int batc
   }
   memset(host, 0x5a, n); /* touched, so that no copy reads the zero page */
   if ((st = dev->ops->alloc(dev, n, &src)) || (st = dev->ops->alloc(dev, n, &dst)) ||
-      (st = dev->ops->upload(dev, &src, host, n, KRT_COPY_DIRECT)) ||
+      (st = dev->ops->upload(dev, &src, host, n, KDEV_COPY_DIRECT)) ||
       (st = copy_batch(dev, &dst, &src, n, batch)))
     goto out;
   for (int i = 0; i < iters && !st; i++) {

@@ -183,13 +183,14 @@ static kiln_status time_direct(kiln_device *dev, kiln_dtype dtype, const void *a
   kiln_status st = ns ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
   if (!st) st = kiln_array_from_host(dev, dtype, 2, shape, a, bytes, &xa);
   if (!st) st = kiln_array_from_host(dev, dtype, 2, shape, b, bytes, &ya);
-  if (!st) st = krt_array_alloc("bench", dev, dtype, 2, shape, &za);
+  if (!st) st = kdev_array_alloc("bench", dev, dtype, 2, shape, &za);
   if (!st) st = kiln_array_block_until_ready(xa);
   if (!st) st = kiln_array_block_until_ready(ya);
   if (!st) st = kcuda_blaslt_open(&lt);
   if (!st) st = kcuda_gemm_stream_new(lt, d, d->compute, &gs);
   /* The compute type kiln's executor picks for the same dot. */
-  bool tf32 = dtype == KILN_F32 && dev->ctx->config.opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32;
+  bool tf32 = dtype == KILN_F32 &&
+              kiln_ctx_options(kiln_device_ctx(dev))->matmul_precision == KILN_MATMUL_TENSORFLOAT32;
   if (!st)
     st = direct_setup(gs, dtype == KILN_BF16 ? CUDA_R_16BF : CUDA_R_32F,
                       tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, n, &g);

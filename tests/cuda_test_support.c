@@ -115,7 +115,7 @@ kiln_status kct_nvrtc_compile(const char *name, const char *source, const char *
 }
 
 struct kct_buffer {
-  krt_buffer buf;
+  kdev_buffer buf;
 };
 
 kiln_status kct_buffer_new(kiln_device *dev, size_t nbytes, kct_buffer **out) {
@@ -140,13 +140,14 @@ bool kct_buffer_has_ready(const kct_buffer *buf) { return buf->buf.ready != NULL
 
 kiln_status kct_upload(kiln_device *dev, kct_buffer *dst, const void *src, size_t nbytes,
                        bool direct) {
-  return dev->ops->upload(dev, &dst->buf, src, nbytes, direct ? KRT_COPY_DIRECT : KRT_COPY_STAGED);
+  return dev->ops->upload(dev, &dst->buf, src, nbytes,
+                          direct ? KDEV_COPY_DIRECT : KDEV_COPY_STAGED);
 }
 
 kiln_status kct_download(kiln_device *dev, const kct_buffer *src, void *dst, size_t nbytes,
                          bool direct) {
   return dev->ops->download(dev, &src->buf, dst, nbytes,
-                            direct ? KRT_COPY_DIRECT : KRT_COPY_STAGED);
+                            direct ? KDEV_COPY_DIRECT : KDEV_COPY_STAGED);
 }
 
 kiln_status kct_wait(kiln_device *dev, const kct_buffer *buf) {
@@ -163,7 +164,7 @@ kiln_status kct_order_after_ready(kiln_device *dev, const kct_buffer *buf) {
 }
 
 kiln_status kct_array_alloc(kiln_device *dev, int64_t elements, kiln_array **out) {
-  return krt_array_alloc("kct_array_alloc", dev, KILN_U8, 1, &elements, out);
+  return kdev_array_alloc("kct_array_alloc", dev, KILN_U8, 1, &elements, out);
 }
 
 kiln_status kct_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used) {
@@ -211,7 +212,7 @@ kiln_status kct_gemm_plan(const kir_program *p, const kfuse_group *g, kct_gemm_i
 
 /* A device buffer of n bytes (plus slack to align it), filled from host. */
 typedef struct kct_dev_buf {
-  krt_buffer buf;
+  kdev_buffer buf;
   CUdeviceptr ptr; /* 256-byte aligned, inside buf */
 } kct_dev_buf;
 
@@ -266,13 +267,16 @@ out:
 }
 
 kiln_status kct_ctx_use_blaslt(kiln_ctx *ctx, const char *library) {
-  kcuda_state *s = ctx->backend_state;
+  kiln_device *d0;
+  kiln_status st = kiln_device_get(ctx, 0, &d0);
+  if (st) return st;
+  kcuda_state *s = d0->backend->state;
   if (s->blaslt) return KILN_OK;
   return library ? kcuda_blaslt_open_library(library, &s->blaslt) : kcuda_blaslt_open(&s->blaslt);
 }
 
 kiln_status kct_device_gemm_attach(kiln_device *dev, const char *library, bool *same) {
-  kcuda_state *s = dev->ctx->backend_state;
+  kcuda_state *s = dev->backend->state;
   kiln_status st = kct_ctx_use_blaslt(dev->ctx, library);
   kcuda_gemm_stream *first = NULL, *second = NULL;
   if (!st) st = kcuda_device_gemm(s, kcuda_impl(dev), &first);

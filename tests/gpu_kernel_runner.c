@@ -52,7 +52,7 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
                         void *const *out, const size_t *out_bytes) {
   kiln_device *dev = g->dev;
   kcuda_device *d = kcuda_impl(dev);
-  krt_buffer bufs[KCG_MAX_ARGS];
+  kdev_buffer bufs[KCG_MAX_ARGS];
   kiln_kernel_args args;
   kcuda_kernel kern = {0};
   memset(bufs, 0, sizeof bufs);
@@ -64,7 +64,7 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
     size_t nb = input ? in_bytes[i] : out_bytes[i - n_in];
     if ((input && !in[i]) || nb == 0) continue;
     if (!(st = dev->ops->alloc(dev, nb, &bufs[i])) && input)
-      st = dev->ops->upload(dev, &bufs[i], in[i], nb, KRT_COPY_STAGED);
+      st = dev->ops->upload(dev, &bufs[i], in[i], nb, KDEV_COPY_STAGED);
     args.ptr[i] = (void *)bufs[i].ptr;
   }
   /* Kernels run on the compute stream: after the uploads' copy stream. */
@@ -78,7 +78,7 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
   /* A download orders the copy stream after the compute stream's work. */
   for (int j = 0; j < n_out && !st; j++)
     if (out_bytes[j])
-      st = dev->ops->download(dev, &bufs[n_in + j], out[j], out_bytes[j], KRT_COPY_STAGED);
+      st = dev->ops->download(dev, &bufs[n_in + j], out[j], out_bytes[j], KDEV_COPY_STAGED);
   if (kern.module && !kcuda_enter(d)) {
     kcuda_kernel_unload(d, &kern);
     kcuda_leave(d);

@@ -210,7 +210,7 @@ TEST(CcJitDump, DumpDirReceivesSourcesAndFailedLogs) {
 
 TEST_F(CcJitTest, CompileThroughTheCacheHitsTheSecondTime) {
   TempDir tmp;
-  krt_kcache *cache = nullptr;
+  kcache *cache = nullptr;
   ASSERT_EQ(kcache_test_new(tmp.path().c_str(), KILN_LOG_WARN, &cache), KILN_OK);
   const char *src = "int seven(void) { return 7; }\n";
   const void *so1 = nullptr, *so2 = nullptr;
@@ -344,7 +344,7 @@ TEST_F(CcJitTest, BadArgumentsNameTheCall) {
   EXPECT_EQ(cc_test_compile(cc_, "k", "int x;", null_option, 2, &so, &size), KILN_ERR_ARGUMENT);
   EXPECT_TRUE(Contains(kiln_last_error(), "kcpu_cc_compile: option 1 is NULL"))
       << kiln_last_error();
-  krt_kcache *cache = nullptr;
+  kcache *cache = nullptr;
   ASSERT_EQ(kcache_test_new(nullptr, KILN_LOG_WARN, &cache), KILN_OK);
   const void *cso = nullptr;
   EXPECT_EQ(cc_test_compile_cached(cc_, cache, "k", "int x;", nullptr, -1, &cso, &size),

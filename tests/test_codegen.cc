@@ -235,7 +235,7 @@ class Host {
   }
   bool ok() const { return cc_ && cache_; }
   kcpu_cc *cc() const { return cc_; }
-  krt_kcache *cache() const { return cache_; }
+  kcache *cache() const { return cache_; }
 
  private:
   Host() {
@@ -263,7 +263,7 @@ class Host {
     if (remove_dir_) fs::remove_all(dir_, ec);
   }
   kcpu_cc *cc_ = nullptr;
-  krt_kcache *cache_ = nullptr;
+  kcache *cache_ = nullptr;
   std::string dir_;
   bool remove_dir_ = false;
 };

@@ -3,62 +3,61 @@
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
 
-static krt_kcache_key kcache_test_key_of(const uint8_t bytes[16]) {
-  krt_kcache_key k;
+static kcache_key kcache_test_key_of(const uint8_t bytes[16]) {
+  kcache_key k;
   memcpy(k.bytes, bytes, sizeof k.bytes);
   return k;
 }
 
 void kcache_test_digest(const void *data, size_t size, uint8_t out[16]) {
-  krt_kcache_key k;
-  krt_kcache_digest(data, size, &k);
+  kcache_key k;
+  kcache_digest(data, size, &k);
   memcpy(out, k.bytes, 16);
 }
 
 void kcache_test_key(const char *source, const char *target, const char *compiler,
                      const char *const *options, int num_options, uint8_t out[16]) {
-  krt_kcache_key_parts parts = {source, source ? strlen(source) : 0, target, compiler, options,
-                                num_options};
-  krt_kcache_key k;
-  krt_kcache_key_make(&parts, &k);
+  kcache_key_parts parts = {source,     source ? strlen(source) : 0, target, compiler, options,
+                            num_options};
+  kcache_key k;
+  kcache_key_make(&parts, &k);
   memcpy(out, k.bytes, 16);
 }
 
 void kcache_test_hex(const uint8_t key[16], char out[33]) {
-  krt_kcache_key k = kcache_test_key_of(key);
-  krt_kcache_key_hex(&k, out);
+  kcache_key k = kcache_test_key_of(key);
+  kcache_key_hex(&k, out);
 }
 
-kiln_status kcache_test_new(const char *dir, kiln_log_level level, krt_kcache **out) {
-  return krt_kcache_new(dir, level, out);
+kiln_status kcache_test_new(const char *dir, kiln_log_level level, kcache **out) {
+  return kcache_new(dir, level, out);
 }
 
-void kcache_test_free(krt_kcache *c) { krt_kcache_free(c); }
+void kcache_test_free(kcache *c) { kcache_free(c); }
 
-const char *kcache_test_dir(const krt_kcache *c) { return krt_kcache_dir(c); }
+const char *kcache_test_dir(const kcache *c) { return kcache_dir(c); }
 
-kiln_status kcache_test_get_or_build(krt_kcache *c, const uint8_t *key, kcache_test_build_fn build,
+kiln_status kcache_test_get_or_build(kcache *c, const uint8_t *key, kcache_test_build_fn build,
                                      void *user, const void **blob, size_t *size) {
-  krt_kcache_key k;
+  kcache_key k;
   if (key) k = kcache_test_key_of(key);
-  return krt_kcache_get_or_build(c, key ? &k : NULL, build, user, blob, size);
+  return kcache_get_or_build(c, key ? &k : NULL, build, user, blob, size);
 }
 
-kiln_status kcache_test_entry_path(const krt_kcache *c, const uint8_t key[16], char *buf,
-                                   size_t cap) {
-  krt_kcache_key k = kcache_test_key_of(key);
-  return krt_kcache_entry_path(c, &k, buf, cap);
+kiln_status kcache_test_entry_path(const kcache *c, const uint8_t key[16], char *buf, size_t cap) {
+  kcache_key k = kcache_test_key_of(key);
+  return kcache_entry_path(c, &k, buf, cap);
 }
 
-void kcache_test_stats_get(krt_kcache *c, kcache_test_stats *out) {
-  krt_kcache_stats s;
-  krt_kcache_stats_get(c, &s);
+void kcache_test_stats_get(kcache *c, kcache_test_stats *out) {
+  kcache_stats s;
+  kcache_stats_get(c, &s);
   *out = (kcache_test_stats){s.memory_hits, s.disk_hits, s.builds, s.corrupt_files,
                              s.write_failures};
 }
 
 kiln_status kcache_test_write_file(const char *path, const void *data, size_t size) {
-  return krt_kcache_write_file(path, data, size, true);
+  return kcache_write_file(path, data, size, true);
 }
 
 bool cc_test_available(void) { return kcpu_cc_available(); }
@@ -74,7 +73,7 @@ const char *cc_test_flags(const kcpu_cc *cc) { return kcpu_cc_flags(cc); }
 
 kiln_status cc_test_key(const kcpu_cc *cc, const char *source, const char *const *options,
                         int num_options, uint8_t out[16]) {
-  krt_kcache_key k;
+  kcache_key k;
   kiln_status st = kcpu_cc_key(cc, source, options, num_options, &k);
   if (st == KILN_OK) memcpy(out, k.bytes, 16);
   return st;
@@ -85,9 +84,9 @@ kiln_status cc_test_compile(const kcpu_cc *cc, const char *name, const char *sou
   return kcpu_cc_compile(cc, name, source, options, num_options, so, size);
 }
 
-kiln_status cc_test_compile_cached(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                                   const char *source, const char *const *options,
-                                   int num_options, const void **so, size_t *size) {
+kiln_status cc_test_compile_cached(const kcpu_cc *cc, kcache *cache, const char *name,
+                                   const char *source, const char *const *options, int num_options,
+                                   const void **so, size_t *size) {
   return kcpu_cc_compile_cached(cc, cache, name, source, options, num_options, so, size);
 }
 
@@ -96,9 +95,8 @@ kiln_status cc_test_load(const kcpu_cc *cc, const char *dir, const char *name, c
   return kcpu_cc_load(cc, dir, name, so, size, out);
 }
 
-kiln_status cc_test_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                        const char *source, const char *const *options, int num_options,
-                        kcpu_cc_module **out) {
+kiln_status cc_test_jit(const kcpu_cc *cc, kcache *cache, const char *name, const char *source,
+                        const char *const *options, int num_options, kcpu_cc_module **out) {
   return kcpu_cc_jit(cc, cache, name, source, options, num_options, out);
 }
 

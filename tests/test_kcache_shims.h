@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-typedef struct krt_kcache krt_kcache;
+typedef struct kcache kcache;
 typedef struct kcpu_cc kcpu_cc;
 typedef struct kcpu_cc_module kcpu_cc_module;
 
@@ -29,15 +29,14 @@ void kcache_test_digest(const void *data, size_t size, uint8_t out[16]);
 void kcache_test_key(const char *source, const char *target, const char *compiler,
                      const char *const *options, int num_options, uint8_t out[16]);
 void kcache_test_hex(const uint8_t key[16], char out[33]);
-kiln_status kcache_test_new(const char *dir, kiln_log_level level, krt_kcache **out);
-void kcache_test_free(krt_kcache *c);
-const char *kcache_test_dir(const krt_kcache *c);
+kiln_status kcache_test_new(const char *dir, kiln_log_level level, kcache **out);
+void kcache_test_free(kcache *c);
+const char *kcache_test_dir(const kcache *c);
 /* key NULL passes a NULL key through. */
-kiln_status kcache_test_get_or_build(krt_kcache *c, const uint8_t *key, kcache_test_build_fn build,
+kiln_status kcache_test_get_or_build(kcache *c, const uint8_t *key, kcache_test_build_fn build,
                                      void *user, const void **blob, size_t *size);
-kiln_status kcache_test_entry_path(const krt_kcache *c, const uint8_t key[16], char *buf,
-                                   size_t cap);
-void kcache_test_stats_get(krt_kcache *c, kcache_test_stats *out);
+kiln_status kcache_test_entry_path(const kcache *c, const uint8_t key[16], char *buf, size_t cap);
+void kcache_test_stats_get(kcache *c, kcache_test_stats *out);
 kiln_status kcache_test_write_file(const char *path, const void *data, size_t size);
 
 /* ---- backend/cpu/cc_jit.c ---- */
@@ -51,14 +50,13 @@ kiln_status cc_test_key(const kcpu_cc *cc, const char *source, const char *const
                         int num_options, uint8_t out[16]);
 kiln_status cc_test_compile(const kcpu_cc *cc, const char *name, const char *source,
                             const char *const *options, int num_options, void **so, size_t *size);
-kiln_status cc_test_compile_cached(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                                   const char *source, const char *const *options,
-                                   int num_options, const void **so, size_t *size);
+kiln_status cc_test_compile_cached(const kcpu_cc *cc, kcache *cache, const char *name,
+                                   const char *source, const char *const *options, int num_options,
+                                   const void **so, size_t *size);
 kiln_status cc_test_load(const kcpu_cc *cc, const char *dir, const char *name, const void *so,
                          size_t size, kcpu_cc_module **out);
-kiln_status cc_test_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                        const char *source, const char *const *options, int num_options,
-                        kcpu_cc_module **out);
+kiln_status cc_test_jit(const kcpu_cc *cc, kcache *cache, const char *name, const char *source,
+                        const char *const *options, int num_options, kcpu_cc_module **out);
 kiln_status cc_test_symbol(const kcpu_cc_module *m, const char *symbol, void **out);
 void cc_test_unload(kcpu_cc_module *m);
 

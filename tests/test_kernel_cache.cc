@@ -81,7 +81,7 @@ struct Builder {
 };
 
 // Builds `key` in a cache and returns the payload (empty on failure).
-std::string Get(krt_kcache *c, const Key &key, Builder *b, kiln_status *st = nullptr) {
+std::string Get(kcache *c, const Key &key, Builder *b, kiln_status *st = nullptr) {
   const void *blob = nullptr;
   size_t size = 0;
   kiln_status s = kcache_test_get_or_build(c, key.data(), Builder::Build, b, &blob, &size);
@@ -90,13 +90,13 @@ std::string Get(krt_kcache *c, const Key &key, Builder *b, kiln_status *st = nul
   return std::string(static_cast<const char *>(blob), size);
 }
 
-kcache_test_stats Stats(krt_kcache *c) {
+kcache_test_stats Stats(kcache *c) {
   kcache_test_stats s;
   kcache_test_stats_get(c, &s);
   return s;
 }
 
-std::string EntryPath(krt_kcache *c, const Key &key) {
+std::string EntryPath(kcache *c, const Key &key) {
   char buf[4096];
   EXPECT_EQ(kcache_test_entry_path(c, key.data(), buf, sizeof buf), KILN_OK) << kiln_last_error();
   return buf;
@@ -148,8 +148,8 @@ TEST(KernelCacheKey, DependsOnEveryPart) {
 
 class KernelCacheTest : public ::testing::Test {
  protected:
-  krt_kcache *Open(kiln_log_level level = KILN_LOG_WARN) {
-    krt_kcache *c = nullptr;
+  kcache *Open(kiln_log_level level = KILN_LOG_WARN) {
+    kcache *c = nullptr;
     EXPECT_EQ(kcache_test_new(dir_.path().c_str(), level, &c), KILN_OK) << kiln_last_error();
     return c;
   }
@@ -157,7 +157,7 @@ class KernelCacheTest : public ::testing::Test {
 };
 
 TEST_F(KernelCacheTest, MissBuildsThenHitsMemory) {
-  krt_kcache *c = Open();
+  kcache *c = Open();
   EXPECT_STREQ(kcache_test_dir(c), dir_.path().c_str());
   Key key = KeyOf("extern \"C\" __global__ void k() {}");
   Builder b;
@@ -179,7 +179,7 @@ TEST_F(KernelCacheTest, DiskHitAfterRestart) {
   Key key = KeyOf("restart");
   Builder b;
   b.payload = std::string(5000, 'x') + "tail";
-  krt_kcache *c = Open();
+  kcache *c = Open();
   EXPECT_EQ(Get(c, key, &b), b.payload);
   kcache_test_free(c);
 
@@ -199,7 +199,7 @@ TEST_F(KernelCacheTest, DiskHitAfterRestart) {
 TEST_F(KernelCacheTest, FileHasHeaderPayloadAndNoTemporaries) {
   Key key = KeyOf("layout");
   Builder b;
-  krt_kcache *c = Open();
+  kcache *c = Open();
   Get(c, key, &b);
   std::string path = EntryPath(c, key);
   EXPECT_EQ(path, dir_ / (Hex(key) + ".kiln"));
@@ -216,7 +216,7 @@ TEST_F(KernelCacheTest, EmptyKernelIsStoredAndLoaded) {
   Key key = KeyOf("empty");
   Builder b;
   b.payload = "";
-  krt_kcache *c = Open();
+  kcache *c = Open();
   const void *blob = nullptr;
   size_t size = 1;
   ASSERT_EQ(kcache_test_get_or_build(c, key.data(), Builder::Build, &b, &blob, &size), KILN_OK);
@@ -248,7 +248,7 @@ TEST_P(KernelCacheDamageTest, IsDetectedWarnedAndRebuilt) {
   good.payload = std::string(300, 'k');
   Builder other_b;
   other_b.payload = std::string(300, 'o');
-  krt_kcache *c = Open();
+  kcache *c = Open();
   Get(c, key, &good);
   Get(c, other, &other_b);
   std::string path = EntryPath(c, key), other_path = EntryPath(c, other);
@@ -335,7 +335,7 @@ struct Rendezvous {
 
 // In the child: 0 when it built and got its own bytes, else a failure code.
 int ChildCompile(const std::string &dir, const Key &key, Rendezvous r) {
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   if (kcache_test_new(dir.c_str(), KILN_LOG_ERROR, &c) != KILN_OK) return 10;
   const void *blob = nullptr;
   size_t size = 0;
@@ -372,7 +372,7 @@ TEST_F(KernelCacheTest, TwoProcessesCompileTheSameKernel) {
   }
   // One whole file won; nothing else is left behind.
   EXPECT_EQ(FileNames(dir), std::vector<std::string>{Hex(key) + ".kiln"});
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   ASSERT_EQ(kcache_test_new(dir.c_str(), KILN_LOG_WARN, &c), KILN_OK);
   Builder never;
   testing::internal::CaptureStderr();
@@ -385,7 +385,7 @@ TEST_F(KernelCacheTest, TwoProcessesCompileTheSameKernel) {
 }
 
 TEST_F(KernelCacheTest, ThreadsAskingForOneKeyBuildItOnce) {
-  krt_kcache *c = Open();
+  kcache *c = Open();
   Key key = KeyOf("hot kernel");
   Builder b;
   b.delay_ms = 100;  // the others arrive while it builds
@@ -411,7 +411,7 @@ TEST_F(KernelCacheTest, ThreadsAskingForOneKeyBuildItOnce) {
 }
 
 TEST_F(KernelCacheTest, ThreadsOverManyKeysBuildEachOnce) {
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   ASSERT_EQ(kcache_test_new(nullptr, KILN_LOG_WARN, &c), KILN_OK);  // memory only
   EXPECT_EQ(kcache_test_dir(c), nullptr);
   const int keys = 300, n = 4;  // more keys than the table's first buckets
@@ -437,7 +437,7 @@ TEST_F(KernelCacheTest, ThreadsOverManyKeysBuildEachOnce) {
 }
 
 TEST_F(KernelCacheTest, FailedBuildReachesWaitersAndIsRetried) {
-  krt_kcache *c = Open();
+  kcache *c = Open();
   Key key = KeyOf("broken");
   Builder bad;
   bad.delay_ms = 100;
@@ -470,7 +470,7 @@ TEST(KernelCacheDir, UncreatableDirectoryMeansMemoryOnly) {
   TempDir tmp;
   WriteFile(tmp / "file", "not a directory");
   std::string dir = tmp / "file/cache";
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   testing::internal::CaptureStderr();
   ASSERT_EQ(kcache_test_new(dir.c_str(), KILN_LOG_WARN, &c), KILN_OK);
   std::string err = testing::internal::GetCapturedStderr();
@@ -481,7 +481,7 @@ TEST(KernelCacheDir, UncreatableDirectoryMeansMemoryOnly) {
   char buf[256];
   Key key = KeyOf("memory only");
   EXPECT_EQ(kcache_test_entry_path(c, key.data(), buf, sizeof buf), KILN_ERR_ARGUMENT);
-  EXPECT_TRUE(Contains(kiln_last_error(), "krt_kcache_entry_path")) << kiln_last_error();
+  EXPECT_TRUE(Contains(kiln_last_error(), "kcache_entry_path")) << kiln_last_error();
 
   Builder b;
   EXPECT_EQ(Get(c, key, &b), b.payload);
@@ -501,7 +501,7 @@ TEST(KernelCacheDir, UncreatableDirectoryMeansMemoryOnly) {
 TEST(KernelCacheDir, IsCreatedPrivateWithItsParents) {
   TempDir tmp;
   std::string dir = tmp / "a/b/kernels";
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   ASSERT_EQ(kcache_test_new(dir.c_str(), KILN_LOG_WARN, &c), KILN_OK);
   EXPECT_STREQ(kcache_test_dir(c), dir.c_str());
   struct stat st;
@@ -512,7 +512,7 @@ TEST(KernelCacheDir, IsCreatedPrivateWithItsParents) {
 }
 
 TEST_F(KernelCacheTest, UnusableEntryPathIsAWarningNotAFailure) {
-  krt_kcache *c = Open();
+  kcache *c = Open();
   Key key = KeyOf("blocked");
   std::string path = EntryPath(c, key);
   fs::create_directory(path);  // a directory where the file should be
@@ -538,7 +538,7 @@ TEST(KernelCacheFiles, WriteFileNamesPathAndReason) {
   std::string path = tmp / "missing/file.bin";
   EXPECT_EQ(kcache_test_write_file(path.c_str(), "x", 1), KILN_ERR_IO);
   std::string msg = kiln_last_error();
-  EXPECT_TRUE(Contains(msg, "krt_kcache_write_file: " + tmp / "missing/file.bin.tmp-")) << msg;
+  EXPECT_TRUE(Contains(msg, "kcache_write_file: " + tmp / "missing/file.bin.tmp-")) << msg;
   EXPECT_TRUE(Contains(msg, "mkstemp failed: No such file or directory")) << msg;
 
   path = tmp / "file.bin";
@@ -548,7 +548,7 @@ TEST(KernelCacheFiles, WriteFileNamesPathAndReason) {
   EXPECT_EQ(FileNames(tmp.path()), std::vector<std::string>{"file.bin"});
 
   EXPECT_EQ(kcache_test_write_file(nullptr, "x", 1), KILN_ERR_ARGUMENT);
-  EXPECT_TRUE(Contains(kiln_last_error(), "krt_kcache_write_file")) << kiln_last_error();
+  EXPECT_TRUE(Contains(kiln_last_error(), "kcache_write_file")) << kiln_last_error();
 }
 
 TEST_F(KernelCacheTest, StaleTemporaryFilesAreSwept) {
@@ -557,23 +557,23 @@ TEST_F(KernelCacheTest, StaleTemporaryFilesAreSwept) {
   WriteFile(fresh, "being written now");
   struct timespec times[2] = {{time(nullptr) - 7200, 0}, {time(nullptr) - 7200, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, stale.c_str(), times, 0), 0);
-  krt_kcache *c = Open();
+  kcache *c = Open();
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(fresh));
   kcache_test_free(c);
 }
 
 TEST(KernelCacheArgs, NullArgumentsNameTheCall) {
-  krt_kcache *c = nullptr;
+  kcache *c = nullptr;
   EXPECT_EQ(kcache_test_new(nullptr, KILN_LOG_WARN, nullptr), KILN_ERR_ARGUMENT);
-  EXPECT_TRUE(Contains(kiln_last_error(), "krt_kcache_new")) << kiln_last_error();
+  EXPECT_TRUE(Contains(kiln_last_error(), "kcache_new")) << kiln_last_error();
   ASSERT_EQ(kcache_test_new(nullptr, KILN_LOG_WARN, &c), KILN_OK);
   Key key = KeyOf("args");
   Builder b;
   const void *blob = nullptr;
   size_t size = 0;
   const struct {
-    krt_kcache *c;
+    kcache *c;
     const uint8_t *key;
     kcache_test_build_fn build;
     const void **blob;
@@ -586,7 +586,7 @@ TEST(KernelCacheArgs, NullArgumentsNameTheCall) {
   for (const auto &k : cases) {
     EXPECT_EQ(kcache_test_get_or_build(k.c, k.key, k.build, &b, k.blob, k.size),
               KILN_ERR_ARGUMENT);
-    EXPECT_TRUE(Contains(kiln_last_error(), "krt_kcache_get_or_build")) << kiln_last_error();
+    EXPECT_TRUE(Contains(kiln_last_error(), "kcache_get_or_build")) << kiln_last_error();
   }
   EXPECT_EQ(b.calls, 0);
   kcache_test_free(c);
@@ -595,7 +595,7 @@ TEST(KernelCacheArgs, NullArgumentsNameTheCall) {
   ASSERT_EQ(kcache_test_new(tmp.path().c_str(), KILN_LOG_WARN, &c), KILN_OK);
   char small[8];
   EXPECT_EQ(kcache_test_entry_path(c, key.data(), small, sizeof small), KILN_ERR_ARGUMENT);
-  EXPECT_TRUE(Contains(kiln_last_error(), "krt_kcache_entry_path: 8 bytes are too few"))
+  EXPECT_TRUE(Contains(kiln_last_error(), "kcache_entry_path: 8 bytes are too few"))
       << kiln_last_error();
   kcache_test_free(c);
 }

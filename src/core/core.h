@@ -24,6 +24,21 @@ extern "C" {
 #define KCORE_PRINTF(f, a)
 #endif
 
+/* ---- libc I/O ----
+ * The one check for libc calls that return -1 and set errno: on failure `st`
+ * becomes KILN_ERR_IO "<op>: <path>: <what> failed: <reason>" and control
+ * goes to `label`. */
+#define KCORE_IO_CHECK(expr, op, path, what, label)                                                \
+  do {                                                                                             \
+    if ((expr) < 0) {                                                                              \
+      st =                                                                                         \
+          kcore_fail(KILN_ERR_IO, "%s: %s: %s failed: %s", (op), (path), (what), strerror(errno)); \
+      goto label;                                                                                  \
+    }                                                                                              \
+  } while (0)
+/* Writes all n bytes to fd, retrying short writes and EINTR: 0, or -1 with errno. */
+int kcore_write_all(int fd, const void *data, size_t n);
+
 /* ---- errors ---- */
 /* Sets the thread's message and returns s, so `return kcore_fail(...)`. */
 kiln_status kcore_fail(kiln_status s, const char *fmt, ...) KCORE_PRINTF(2, 3);

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
 #include "core/core.h"
 
 uint64_t kcore_hash_bytes(uint64_t h, const void *data, size_t n) {
@@ -92,3 +94,15 @@ void kcore_log(kiln_log_level threshold, kiln_log_level level, const char *fmt, 
 }
 
 const char *kiln_version(void) { return KILN_VERSION_STRING; }
+
+int kcore_write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}

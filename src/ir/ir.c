@@ -7,7 +7,7 @@
 
 #include "core/core.h"
 #include "ir/ir.h"
-#include "runtime/runtime.h"
+#include "device/device.h"
 
 /* ---- arena: zeroed bump allocation in chunks, freed all at once ---- */
 

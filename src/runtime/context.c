@@ -1,21 +1,23 @@
 /* Contexts: resolve the options, open a backend, hand out devices. */
 #include <stdlib.h>
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "runtime/runtime.h"
 
 /* auto: CUDA when it opens, else the CPU (the reason is logged at info). */
 static kiln_status krt_open_backend(kiln_ctx *ctx) {
   switch (ctx->config.opts.backend) {
     case KILN_BACKEND_CPU:
-      return kcpu_backend_open(ctx);
+      return kcpu_backend_open(&ctx->config, &ctx->be);
     case KILN_BACKEND_CUDA:
-      return kcuda_backend_open(ctx);
+      return kcuda_backend_open(&ctx->config, &ctx->be);
     default: {
-      kiln_status st = kcuda_backend_open(ctx);
+      kiln_status st = kcuda_backend_open(&ctx->config, &ctx->be);
       if (st == KILN_OK) return st;
       KRT_LOG(ctx, KILN_LOG_INFO, "backend auto: using the CPU, CUDA is unavailable: %s",
               kiln_last_error());
       kiln_clear_error();
-      return kcpu_backend_open(ctx);
+      return kcpu_backend_open(&ctx->config, &ctx->be);
     }
   }
 }
@@ -32,26 +34,22 @@ kiln_status kiln_ctx_new(const kiln_options *opts, kiln_ctx **out) {
     free(ctx);
     return st;
   }
-  for (int i = 0; i < ctx->num_devices; i++) {
-    ctx->devices[i].ctx = ctx;
-    ctx->devices[i].index = i;
-    ctx->devices[i].info.index = i;
-  }
-  KRT_LOG(ctx, KILN_LOG_INFO, "context: backend %s, %d device(s)", kiln_backend_name(ctx->backend),
-          ctx->num_devices);
+  kdev_backend_adopt(&ctx->be, ctx);
+  KRT_LOG(ctx, KILN_LOG_INFO, "context: backend %s, %d device(s)", kiln_backend_name(ctx->be.kind),
+          ctx->be.num_devices);
   *out = ctx;
   return KILN_OK;
 }
 
 void kiln_ctx_free(kiln_ctx *ctx) {
   if (!ctx) return;
-  for (int i = 0; i < ctx->num_devices; i++) kiln_device_synchronize(&ctx->devices[i]);
-  int64_t live = atomic_load(&ctx->live_arrays);
+  for (int i = 0; i < ctx->be.num_devices; i++) kiln_device_synchronize(&ctx->be.devices[i]);
+  int64_t live = atomic_load(&ctx->be.live_arrays);
   if (live != 0)
     KRT_LOG(ctx, KILN_LOG_WARN, "kiln_ctx_free: %lld array(s) still alive; their buffers are lost",
             (long long)live);
   krt_codegen_free(ctx->codegen);
-  if (ctx->backend_close) ctx->backend_close(ctx);
+  if (ctx->be.close) ctx->be.close(&ctx->be);
   kcore_config_free(&ctx->config);
   free(ctx);
 }
@@ -59,40 +57,18 @@ void kiln_ctx_free(kiln_ctx *ctx) {
 const kiln_options *kiln_ctx_options(const kiln_ctx *ctx) { return ctx ? &ctx->config.opts : NULL; }
 
 kiln_backend kiln_ctx_backend(const kiln_ctx *ctx) {
-  return ctx ? ctx->backend : KILN_BACKEND_DEFAULT;
+  return ctx ? ctx->be.kind : KILN_BACKEND_DEFAULT;
 }
 
-int kiln_device_count(const kiln_ctx *ctx) { return ctx ? ctx->num_devices : 0; }
+int kiln_device_count(const kiln_ctx *ctx) { return ctx ? ctx->be.num_devices : 0; }
 
 kiln_status kiln_device_get(kiln_ctx *ctx, int index, kiln_device **out) {
   if (!ctx || !out) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_get: ctx or out is NULL");
-  if (index < 0 || index >= ctx->num_devices)
+  if (index < 0 || index >= ctx->be.num_devices)
     return kcore_fail(KILN_ERR_OUT_OF_RANGE,
                       "kiln_device_get: device index %d is out of range (the %s backend has %d "
                       "device(s))",
-                      index, kiln_backend_name(ctx->backend), ctx->num_devices);
-  *out = &ctx->devices[index];
+                      index, kiln_backend_name(ctx->be.kind), ctx->be.num_devices);
+  *out = &ctx->be.devices[index];
   return KILN_OK;
-}
-
-kiln_status kiln_device_info_get(const kiln_device *dev, kiln_device_info *out) {
-  if (!dev || !out) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_info_get: dev or out is NULL");
-  *out = dev->info;
-  return KILN_OK;
-}
-
-kiln_status kiln_device_memory_in_use(const kiln_device *dev, uint64_t *bytes) {
-  if (!dev || !bytes)
-    return kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_memory_in_use: dev or bytes is NULL");
-  *bytes = atomic_load(&((kiln_device *)dev)->bytes_in_use);
-  return KILN_OK;
-}
-
-kiln_ctx *kiln_device_ctx(const kiln_device *dev) { return dev ? dev->ctx : NULL; }
-
-int kiln_device_index(const kiln_device *dev) { return dev ? dev->index : -1; }
-
-kiln_status kiln_device_synchronize(kiln_device *dev) {
-  if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_synchronize: dev is NULL");
-  return dev->ops->synchronize(dev);
 }

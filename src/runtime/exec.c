@@ -88,7 +88,7 @@ static void krt_call_free(krt_call *k, bool failed) {
 
 static kiln_status krt_check_args(const kiln_compiled *c, kiln_array *const *args) {
   for (int i = 0; i < c->p.sig.n; i++) {
-    kiln_status st = krt_array_check("kiln_jit_call", args[i]);
+    kiln_status st = kdev_array_check("kiln_jit_call", args[i]);
     if (st) return st;
     if (args[i]->device != c->p.dev) {
       char d[200];
@@ -160,8 +160,8 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
       continue;
     }
     if (k->donor[i] < 0) {
-      kiln_status st = krt_array_alloc("kiln_jit_call", c->p.dev, a->dtype, a->rank, a->shape,
-                                       &k->outs[i]);
+      kiln_status st =
+          kdev_array_alloc("kiln_jit_call", c->p.dev, a->dtype, a->rank, a->shape, &k->outs[i]);
       if (st) return st;
       if (host) {
         if (nb) k->out[i].data = (void *)k->outs[i]->buf.ptr;
@@ -183,13 +183,12 @@ static kiln_status krt_finish_outputs(krt_call *k) {
     kiln_status st;
     if (k->donor[i] >= 0) {
       const kir_aval *a = &k->out[i].aval;
-      if ((st = krt_array_take_buffer(k->args[k->donor[i]], a->dtype, a->rank, a->shape,
-                                      &k->outs[i])))
+      if ((st = kdev_array_take_buffer(k->args[k->donor[i]], a->dtype, a->rank, a->shape,
+                                       &k->outs[i])))
         return st;
     }
-    if (k->staged_out[i] &&
-        (st = c->p.dev->ops->upload(c->p.dev, &k->outs[i]->buf, k->out[i].data, k->out[i].nbytes,
-                                    KRT_COPY_STAGED)))
+    if (k->staged_out[i] && (st = c->p.dev->ops->upload(c->p.dev, &k->outs[i]->buf, k->out[i].data,
+                                                        k->out[i].nbytes, KDEV_COPY_STAGED)))
       return st;
   }
   for (int i = 0; i < c->p.sig.n; i++)

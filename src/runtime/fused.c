@@ -21,7 +21,7 @@ struct krt_codegen {
   bool tried;
   kiln_status status; /* why the C target is unavailable */
   kcpu_cc *cc;
-  krt_kcache *cache;
+  kcache *cache;
   kcpu_pool *pool;
 };
 
@@ -44,7 +44,7 @@ struct krt_fused {
 void krt_codegen_free(struct krt_codegen *g) {
   if (!g) return;
   kcpu_pool_free(g->pool);
-  krt_kcache_free(g->cache);
+  kcache_free(g->cache);
   kcpu_cc_free(g->cc);
   pthread_mutex_destroy(&g->mu);
   free(g);
@@ -53,10 +53,10 @@ void krt_codegen_free(struct krt_codegen *g) {
 /* The kernel cache, and for CPU devices the host compiler and threads. */
 static kiln_status krt_codegen_open(struct krt_codegen *g, kiln_ctx *ctx) {
   const kiln_options *o = &ctx->config.opts;
-  kiln_status st = krt_kcache_new(o->cache_dir, o->log_level, &g->cache);
-  if (st || ctx->backend != KILN_BACKEND_CPU) return st;
+  kiln_status st = kcache_new(o->cache_dir, o->log_level, &g->cache);
+  if (st || ctx->be.kind != KILN_BACKEND_CPU) return st;
   if (!st) st = kcpu_cc_new(o->dump_dir, o->log_level, &g->cc);
-  long cores = ctx->devices[0].info.multiprocessors;
+  long cores = ctx->be.devices[0].info.multiprocessors;
   if (!st) st = kcpu_pool_new(cores > 0 ? (int)cores : 1, &g->pool);
   return st;
 }
@@ -84,7 +84,7 @@ static kiln_status krt_codegen_get(kiln_ctx *ctx, struct krt_codegen **out) {
   return st;
 }
 
-kiln_status krt_ctx_kcache(kiln_ctx *ctx, krt_kcache **out) {
+kiln_status krt_ctx_kcache(kiln_ctx *ctx, kcache **out) {
   struct krt_codegen *g = NULL;
   kiln_status st = krt_codegen_get(ctx, &g);
   if (g && g->cache) {
@@ -155,7 +155,7 @@ static void krt_dump_plan(const kiln_compiled *c) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s-%016llx.plan.txt", dir, c->p.f ? c->p.f->name : "program",
            (unsigned long long)kcore_hash_str(KCORE_HASH_SEED, text));
-  if (krt_kcache_write_file(path, text, strlen(text), false))
+  if (kcache_write_file(path, text, strlen(text), false))
     KRT_LOG(ctx, KILN_LOG_WARN, "dump: %s", kiln_last_error());
   free(text);
 }

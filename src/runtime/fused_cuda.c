@@ -60,9 +60,9 @@ struct krt_cuda_exec {
   int n_nodes;    /* steps with work */
   bool graphable; /* several kernels and matmuls, and nothing else */
   krt_consts consts;
-  krt_buffer *const_dev; /* per var: the device copy of a constant kernels read */
+  kdev_buffer *const_dev; /* per var: the device copy of a constant kernels read */
   pthread_mutex_t mu;    /* one call at a time enqueues (arena, graph) */
-  krt_buffer arena;
+  kdev_buffer arena;
   unsigned long long calls;
   kcuda_graph graph;
   kiln_kernel_args *node_args; /* per node: the addresses it holds */
@@ -93,7 +93,7 @@ static void krt_cuda_dump_failed(const kiln_ctx *ctx, const char *name, const ch
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.cu", dir, name);
   char *log = kcore_strdup(kiln_last_error());
-  if (log && krt_kcache_write_file(path, source, strlen(source), false) == KILN_OK)
+  if (log && kcache_write_file(path, source, strlen(source), false) == KILN_OK)
     kcore_fail(KILN_ERR_COMPILE, "%s\n(the kernel's source is in %s)", log, path);
   else if (log)
     kcore_fail(KILN_ERR_COMPILE, "%s", log);
@@ -101,7 +101,7 @@ static void krt_cuda_dump_failed(const kiln_ctx *ctx, const char *name, const ch
 }
 
 /* The cubin of kernel k for sm_<sm>, from the cache or NVRTC. */
-static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_kernel *k, int sm,
+static kiln_status krt_cuda_cubin(kiln_ctx *ctx, kcache *cache, const kcg_kernel *k, int sm,
                                   const void **cubin, size_t *size) {
   char arch[32], target[16], compiler[32];
   int major = 0, minor = 0;
@@ -110,11 +110,11 @@ static kiln_status krt_cuda_cubin(kiln_ctx *ctx, krt_kcache *cache, const kcg_ke
   nvrtcVersion(&major, &minor);
   snprintf(compiler, sizeof compiler, "nvrtc %d.%d", major, minor);
   const char *opts[1] = {arch};
-  krt_kcache_key_parts parts = {k->source, strlen(k->source), target, compiler, opts, 1};
-  krt_kcache_key key;
-  krt_kcache_key_make(&parts, &key);
+  kcache_key_parts parts = {k->source, strlen(k->source), target, compiler, opts, 1};
+  kcache_key key;
+  kcache_key_make(&parts, &key);
   krt_nvrtc_job job = {k->name, k->source, arch};
-  kiln_status st = krt_kcache_get_or_build(cache, &key, krt_nvrtc_build, &job, cubin, size);
+  kiln_status st = kcache_get_or_build(cache, &key, krt_nvrtc_build, &job, cubin, size);
   if (st == KILN_ERR_COMPILE) krt_cuda_dump_failed(ctx, k->name, k->source);
   return st;
 }
@@ -139,7 +139,7 @@ static kiln_status krt_cstep_gemm(krt_cuda_exec *x, kiln_ctx *ctx, const kir_pro
   if (!st && s->gemm.compute == KCUDA_GEMM_COMPUTE_32F && s->gemm.a.dtype == KILN_F32 &&
       ctx->config.opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32)
     s->gemm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;
-  if (!st) st = kcuda_device_gemm(ctx->backend_state, d, &s->gemm_stream);
+  if (!st) st = kcuda_device_gemm(ctx->be.state, d, &s->gemm_stream);
   if (!st) st = kcuda_gemm_prepare(s->gemm_stream, &s->gemm, &s->gemm_op);
   if (st == KILN_ERR_UNIMPLEMENTED) {
     KRT_LOG(ctx, KILN_LOG_DEBUG, "fuse: a DOT group runs on the host: %s", kiln_last_error());
@@ -176,7 +176,7 @@ static kiln_status krt_cstep_emit(krt_cuda_exec *x, kiln_ctx *ctx, const kir_pro
  * several threads (NVRTC is thread-safe; the kernel cache too). */
 typedef struct krt_compile_all {
   kiln_ctx *ctx;
-  krt_kcache *cache;
+  kcache *cache;
   int sm, n;
   const kcg_kernel *k; /* n kernels; name NULL: none */
   const void **cubin;
@@ -203,7 +203,7 @@ static void *krt_compile_worker(void *user) {
   return NULL;
 }
 
-static kiln_status krt_cuda_compile(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
+static kiln_status krt_cuda_compile(krt_cuda_exec *x, kiln_ctx *ctx, kcache *cache,
                                     const kcg_kernel *k, const void **cubin) {
   krt_compile_all w = {.ctx = ctx, .cache = cache, .sm = krt_cuda_sm(x->dev), .n = x->n_steps,
                        .k = k, .cubin = cubin};
@@ -244,7 +244,7 @@ static kiln_status krt_cstep_load(krt_cuda_exec *x, krt_cstep *s, kcg_kernel *k,
 }
 
 /* Every group's step: kernels emitted, compiled together, then loaded. */
-static kiln_status krt_cuda_steps_build(krt_cuda_exec *x, kiln_ctx *ctx, krt_kcache *cache,
+static kiln_status krt_cuda_steps_build(krt_cuda_exec *x, kiln_ctx *ctx, kcache *cache,
                                         const kir_program *p) {
   int n = x->plan->n_groups;
   kcg_kernel *k = calloc((size_t)(n ? n : 1), sizeof *k);
@@ -283,7 +283,7 @@ static kiln_status krt_cuda_upload_consts(krt_cuda_exec *x, const kir_program *p
     size_t nb = (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype);
     st = x->dev->ops->alloc(x->dev, nb, &x->const_dev[v]);
     if (!st && nb)
-      st = x->dev->ops->upload(x->dev, &x->const_dev[v], x->consts.data[v], nb, KRT_COPY_STAGED);
+      st = x->dev->ops->upload(x->dev, &x->const_dev[v], x->consts.data[v], nb, KDEV_COPY_STAGED);
     /* Once, at compile time, so that calls need not order after it. */
     if (!st && nb) st = x->dev->ops->wait(x->dev, &x->const_dev[v]);
   }
@@ -344,7 +344,7 @@ static void krt_cstep_describe(krt_cuda_exec *x, int i) {
                                        : kfuse_kind_name(s->g->kind));
 }
 
-kiln_status krt_cuda_build(kiln_compiled *c, krt_kcache *cache) {
+kiln_status krt_cuda_build(kiln_compiled *c, kcache *cache) {
   kiln_ctx *ctx = c->p.ctx;
   const kir_program *p = c->p.prog;
   krt_cuda_exec *x = calloc(1, sizeof *x);
@@ -403,7 +403,7 @@ kiln_status krt_cuda_exec_text(const krt_cuda_exec *x, const kir_program *p, cha
 
 /* ---- lowering for a CUDA architecture, with or without a device ---- */
 
-static kiln_status krt_cuda_lower_group(kiln_ctx *ctx, krt_kcache *cache, const kir_program *p,
+static kiln_status krt_cuda_lower_group(kiln_ctx *ctx, kcache *cache, const kir_program *p,
                                         const kfuse_group *g, int index, int sm, kcg_buf *text) {
   kcg_kernel k;
   kcg_target_info target = {KCG_TARGET_CUDA, sm};
@@ -427,7 +427,7 @@ static kiln_status krt_cuda_lower_group(kiln_ctx *ctx, krt_kcache *cache, const 
 
 kiln_status krt_cuda_text(kiln_ctx *ctx, const kir_program *p, const bool *donated, int sm,
                           char **text) {
-  krt_kcache *cache = NULL;
+  kcache *cache = NULL;
   kfuse_plan *plan = NULL;
   char *plan_text = NULL;
   kcg_buf buf = {0};
@@ -765,8 +765,8 @@ static kiln_status krt_cuda_outputs(const krt_crun *r) {
       continue;
     }
     const kir_aval *a = kir_var_aval(p, p->outvars[k]);
-    kiln_status st = krt_array_alloc("kiln_jit_call", c->p.dev, a->dtype, a->rank, a->shape,
-                                     &r->outs[k]);
+    kiln_status st =
+        kdev_array_alloc("kiln_jit_call", c->p.dev, a->dtype, a->rank, a->shape, &r->outs[k]);
     if (st) return st;
     r->out_ptr[k] = (CUdeviceptr)r->outs[k]->buf.ptr;
   }
@@ -788,7 +788,7 @@ static kiln_status krt_cuda_finish(const krt_crun *r) {
     int donor = r->x->plan->output_donor[k];
     if (donor >= 0) {
       const kir_aval *a = kir_var_aval(c->p.prog, c->p.prog->outvars[k]);
-      st = krt_array_take_buffer(r->args[donor], a->dtype, a->rank, a->shape, &r->outs[k]);
+      st = kdev_array_take_buffer(r->args[donor], a->dtype, a->rank, a->shape, &r->outs[k]);
     }
     if (st || !r->outs[k]->buf.ptr) continue;
     memcpy(r->outs[k]->buf.origin, r->x->label, sizeof r->x->label);

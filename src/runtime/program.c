@@ -44,7 +44,7 @@ static uint64_t krt_signature_hash(const krt_signature *s) {
 static kiln_status krt_leaf_aval(const char *op, const kiln_leaf *l, size_t i, bool allow_avals,
                                  kir_aval *out) {
   if (l->kind == KILN_LEAF_ARRAY) {
-    kiln_status st = krt_array_check(op, l->u.array);
+    kiln_status st = kdev_array_check(op, l->u.array);
     if (st) return kcore_fail_wrap(st, "%s: argument leaf %zu", op, i);
     const kiln_array *a = l->u.array;
     *out = kir_aval_make(a->dtype, a->rank, a->shape, false);

@@ -2,7 +2,7 @@
  * then one IR primitive as lax. Unary ops keep lax's dtype rules (exp of an
  * integer is an error, not an implicit float). */
 #include <string.h>
-#include "runtime/runtime.h"
+#include "device/device.h"
 #include "trace/trace.h"
 
 /* ---- constants ---- */
@@ -10,7 +10,7 @@
 kiln_val *kiln_const_array(kiln_trace *t, kiln_array *a) {
   static const char op[] = "kiln_const_array";
   if (!t || t->status) return NULL;
-  kiln_status st = krt_array_check(op, a);
+  kiln_status st = kdev_array_check(op, a);
   if (st) return ktr_fail(t, st);
   kir_program *root = t->root->prog;
   kir_vid vid = KIR_NO_VAR;

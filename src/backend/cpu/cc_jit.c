@@ -174,7 +174,7 @@ static kiln_status kcpu_cc_run(const char *op, const char *const *argv, kcpu_cc_
   kiln_status st = KILN_OK;
   pid_t pid;
   int rc;
-  KRT_KCACHE_IO_CHECK(pipe2(fds, O_CLOEXEC), op, argv[0], "pipe2", done);
+  KCORE_IO_CHECK(pipe2(fds, O_CLOEXEC), op, argv[0], "pipe2", done);
   rc = posix_spawn_file_actions_init(&fa);
   fa_ready = rc == 0;
   if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -297,10 +297,10 @@ static kiln_status kcpu_cc_query_target(kcpu_cc *cc) {
   kcpu_cc_output out;
   st = kcpu_cc_query(cc, args, (int)(sizeof args / sizeof *args), &out);
   if (st == KILN_OK) {
-    krt_kcache_key cpu;
-    krt_kcache_digest(out.text, out.size, &cpu);
+    kcache_key cpu;
+    kcache_digest(out.text, out.size, &cpu);
     char hex[33];
-    krt_kcache_key_hex(&cpu, hex);
+    kcache_key_hex(&cpu, hex);
     size_t n = strlen(triple) + 64;
     if ((cc->target = malloc(n)))
       snprintf(cc->target, n, "%s -march=native cpu:%.16s", triple, hex);
@@ -394,8 +394,8 @@ static kiln_status kcpu_read_file(const char *op, const char *path, void **data,
   struct stat sb;
   size_t n, got = 0;
   int fd = -1;
-  KRT_KCACHE_IO_CHECK(fd = open(path, O_RDONLY | O_CLOEXEC), op, path, "open", done);
-  KRT_KCACHE_IO_CHECK(fstat(fd, &sb), op, path, "fstat", done);
+  KCORE_IO_CHECK(fd = open(path, O_RDONLY | O_CLOEXEC), op, path, "open", done);
+  KCORE_IO_CHECK(fstat(fd, &sb), op, path, "fstat", done);
   n = (size_t)sb.st_size;
   if (!(buf = malloc(n ? n : 1))) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory for %s (%zu bytes)", op, path,
@@ -405,7 +405,7 @@ static kiln_status kcpu_read_file(const char *op, const char *path, void **data,
   while (got < n) {
     ssize_t r = read(fd, buf + got, n - got);
     if (r < 0 && errno == EINTR) continue;
-    KRT_KCACHE_IO_CHECK(r, op, path, "read", done);
+    KCORE_IO_CHECK(r, op, path, "read", done);
     if (r == 0) {
       st = kcore_fail(KILN_ERR_IO, "%s: %s: the file shrank while being read", op, path);
       goto done;
@@ -435,10 +435,10 @@ typedef struct kcpu_cc_job {
  * in the work directory, with a warning. */
 static void kcpu_cc_dump(const kcpu_cc *cc, const char *safe, const char *source,
                          kcpu_cc_job *job) {
-  krt_kcache_key digest;
-  krt_kcache_digest(source, strlen(source), &digest);
+  kcache_key digest;
+  kcache_digest(source, strlen(source), &digest);
   char hex[33], suffix[24];
-  krt_kcache_key_hex(&digest, hex);
+  kcache_key_hex(&digest, hex);
   snprintf(suffix, sizeof suffix, ".%.16s.c", hex);
   char *path = kcpu_path_new(cc->dump_dir, safe, suffix);
   kiln_status st;
@@ -448,7 +448,7 @@ static void kcpu_cc_dump(const kcpu_cc *cc, const char *safe, const char *source
     st = kcore_fail(KILN_ERR_IO, "%s: cannot create the directory: %s", cc->dump_dir,
                     strerror(errno));
   else
-    st = krt_kcache_write_file(path, source, strlen(source), false);
+    st = kcache_write_file(path, source, strlen(source), false);
   if (st == KILN_OK) {
     job->source = path;
     job->dumped = true;
@@ -466,12 +466,12 @@ static kiln_status kcpu_cc_job_open(const kcpu_cc *cc, const char *safe, const c
   if (!(job->work = kcpu_path_new(cc->tmp_dir, "kiln-cc-", "XXXXXX")))
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_compile: out of host memory");
   kiln_status st = KILN_OK;
-  KRT_KCACHE_IO_CHECK(mkdtemp(job->work) ? 0 : -1, "kcpu_cc_compile", job->work, "mkdtemp", fail);
+  KCORE_IO_CHECK(mkdtemp(job->work) ? 0 : -1, "kcpu_cc_compile", job->work, "mkdtemp", fail);
   if (cc->dump_dir) kcpu_cc_dump(cc, safe, source, job);
   if (!(job->output = kcpu_path_new(job->work, safe, ".so")) ||
       (!job->source && !(job->source = kcpu_path_new(job->work, safe, ".c"))))
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_compile: out of host memory");
-  if (!job->dumped) return krt_kcache_write_file(job->source, source, strlen(source), false);
+  if (!job->dumped) return kcache_write_file(job->source, source, strlen(source), false);
   return KILN_OK;
 fail:
   free(job->work);
@@ -510,7 +510,7 @@ static kiln_status kcpu_cc_compile_fail(const kcpu_cc *cc, const char *name,
   size_t stem = strlen(job->source) - 2; /* the source ends in ".c" */
   if ((log_path = malloc(stem + 5))) {
     snprintf(log_path, stem + 5, "%.*s.log", (int)stem, job->source);
-    if (krt_kcache_write_file(log_path, log->text, log->size, false) != KILN_OK) {
+    if (kcache_write_file(log_path, log->text, log->size, false) != KILN_OK) {
       free(log_path);
       log_path = NULL;
     }
@@ -594,20 +594,20 @@ static const char **kcpu_cc_all_options(const char *const *options, int num_opti
 }
 
 kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const *options,
-                        int num_options, krt_kcache_key *out) {
+                        int num_options, kcache_key *out) {
   if (!cc || !source || !out)
     return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_key: cc, source or out is NULL");
   kiln_status st = kcpu_cc_check_options("kcpu_cc_key", options, num_options);
   if (st != KILN_OK) return st;
   const char **all = kcpu_cc_all_options(options, num_options);
   if (!all) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_key: out of host memory");
-  krt_kcache_key_parts parts = {.source = source,
-                                .source_size = strlen(source),
-                                .target = cc->target,
-                                .compiler = cc->version,
-                                .options = all,
-                                .num_options = KCPU_CC_NUM_BASE_FLAGS + num_options};
-  krt_kcache_key_make(&parts, out);
+  kcache_key_parts parts = {.source = source,
+                            .source_size = strlen(source),
+                            .target = cc->target,
+                            .compiler = cc->version,
+                            .options = all,
+                            .num_options = KCPU_CC_NUM_BASE_FLAGS + num_options};
+  kcache_key_make(&parts, out);
   free(all);
   return KILN_OK;
 }
@@ -624,34 +624,22 @@ static kiln_status kcpu_cc_build(void *user, void **blob, size_t *size) {
   return kcpu_cc_compile(r->cc, r->name, r->source, r->options, r->num_options, blob, size);
 }
 
-kiln_status kcpu_cc_compile_cached(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                                   const char *source, const char *const *options,
-                                   int num_options, const void **so, size_t *size) {
+kiln_status kcpu_cc_compile_cached(const kcpu_cc *cc, kcache *cache, const char *name,
+                                   const char *source, const char *const *options, int num_options,
+                                   const void **so, size_t *size) {
   if (!cc || !cache || !name || !source || !so || !size)
     return kcore_fail(KILN_ERR_ARGUMENT,
                       "kcpu_cc_compile_cached: cc, cache, name, source, so or size is NULL");
-  krt_kcache_key key;
+  kcache_key key;
   kiln_status st = kcpu_cc_key(cc, source, options, num_options, &key);
   if (st != KILN_OK) return kcore_fail_wrap(st, "kcpu_cc_compile_cached: %s", name);
   kcpu_cc_request r = {cc, name, source, options, num_options};
-  return krt_kcache_get_or_build(cache, &key, kcpu_cc_build, &r, so, size);
+  return kcache_get_or_build(cache, &key, kcpu_cc_build, &r, so, size);
 }
 
 /* ---- loading ---- */
 
 /* -1 with errno set on failure. */
-static int kcpu_write_all(int fd, const void *data, size_t n) {
-  const char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* dlopen needs a file: a fresh one per load, so two loads never alias (the
  * loader recognises objects by path and inode); it is removed at once, the
  * mapping keeps the code alive. */
@@ -662,12 +650,12 @@ static kiln_status kcpu_cc_open_bytes(const char *path_template, const void *so,
   kiln_status st = KILN_OK;
   int fd = -1, rc;
   bool created = false;
-  KRT_KCACHE_IO_CHECK(fd = mkostemp(path, O_CLOEXEC), "kcpu_cc_load", path, "mkostemp", done);
+  KCORE_IO_CHECK(fd = mkostemp(path, O_CLOEXEC), "kcpu_cc_load", path, "mkostemp", done);
   created = true;
-  KRT_KCACHE_IO_CHECK(kcpu_write_all(fd, so, size), "kcpu_cc_load", path, "write", done);
+  KCORE_IO_CHECK(kcore_write_all(fd, so, size), "kcpu_cc_load", path, "write", done);
   rc = close(fd);
   fd = -1;
-  KRT_KCACHE_IO_CHECK(rc, "kcpu_cc_load", path, "close", done);
+  KCORE_IO_CHECK(rc, "kcpu_cc_load", path, "close", done);
   if (!(*handle = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
     const char *why = dlerror();
     st = kcore_fail(KILN_ERR_IO, "kcpu_cc_load: dlopen failed: %s", why ? why : path);
@@ -688,7 +676,7 @@ kiln_status kcpu_cc_load(const kcpu_cc *cc, const char *dir, const char *name, c
   kcpu_cc_safe_name(name, safe);
   /* Named as the cache's temporary files, so that one a crash leaves in the
    * cache directory is swept like theirs. */
-  char *templ = kcpu_path_new(dir ? dir : cc->tmp_dir, safe, KRT_KCACHE_TEMP_MARK "XXXXXX");
+  char *templ = kcpu_path_new(dir ? dir : cc->tmp_dir, safe, KCACHE_TEMP_MARK "XXXXXX");
   kcpu_cc_module *m = calloc(1, sizeof *m);
   kiln_status st = KILN_OK;
   if (!templ || !m || !(m->name = kcore_strdup(name))) {
@@ -706,9 +694,8 @@ done:
   return st;
 }
 
-kiln_status kcpu_cc_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                        const char *source, const char *const *options, int num_options,
-                        kcpu_cc_module **out) {
+kiln_status kcpu_cc_jit(const kcpu_cc *cc, kcache *cache, const char *name, const char *source,
+                        const char *const *options, int num_options, kcpu_cc_module **out) {
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_jit: out is NULL");
   *out = NULL;
   const void *so = NULL;
@@ -716,7 +703,7 @@ kiln_status kcpu_cc_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
   kiln_status st = kcpu_cc_compile_cached(cc, cache, name, source, options, num_options, &so,
                                           &size);
   if (st != KILN_OK) return st;
-  return kcpu_cc_load(cc, krt_kcache_dir(cache), name, so, size, out);
+  return kcpu_cc_load(cc, kcache_dir(cache), name, so, size, out);
 }
 
 kiln_status kcpu_cc_symbol(const kcpu_cc_module *m, const char *symbol, void **out) {

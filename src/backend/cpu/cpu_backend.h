@@ -1,10 +1,14 @@
 /* backend/cpu: virtual CPU devices over host memory. The only door of
- * src/backend/cpu; prefix kcpu_. The backend's entry point,
- * kcpu_backend_open, is declared in runtime/runtime.h. */
+ * src/backend/cpu; prefix kcpu_. */
 #ifndef KILN_SRC_BACKEND_CPU_H
 #define KILN_SRC_BACKEND_CPU_H
 
-#include "runtime/runtime.h"
+#include "device/device.h"
+#include "kcache/kcache.h"
+
+/* Opens config->opts.num_cpu_devices virtual devices into b. On failure
+ * nothing is left allocated. */
+kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b);
 
 /* Buffers are aligned for the widest vector loads the C target emits. */
 #define KCPU_ALIGNMENT 64
@@ -47,7 +51,7 @@ const char *kcpu_cc_flags(const kcpu_cc *cc); /* the flags every compile uses */
 
 /* The cache key of a compile: source, target, version, flags and options. */
 kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const *options,
-                        int num_options, krt_kcache_key *out);
+                        int num_options, kcache_key *out);
 /* Compiles `source` with the flags and `options` into a shared object:
  * *so from malloc, the caller frees it. `name` names files and messages. A
  * failure is KILN_ERR_COMPILE with the compiler's log (truncated) and the
@@ -55,18 +59,17 @@ kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const
 kiln_status kcpu_cc_compile(const kcpu_cc *cc, const char *name, const char *source,
                             const char *const *options, int num_options, void **so, size_t *size);
 /* kcpu_cc_compile through the cache: *so belongs to the cache. */
-kiln_status kcpu_cc_compile_cached(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                                   const char *source, const char *const *options,
-                                   int num_options, const void **so, size_t *size);
+kiln_status kcpu_cc_compile_cached(const kcpu_cc *cc, kcache *cache, const char *name,
+                                   const char *source, const char *const *options, int num_options,
+                                   const void **so, size_t *size);
 /* Loads a shared object's bytes: writes them to a private file in `dir`
  * (NULL: $TMPDIR, else /tmp), dlopens it and removes the file. The
  * directory must allow mapping code (not mounted noexec). */
 kiln_status kcpu_cc_load(const kcpu_cc *cc, const char *dir, const char *name, const void *so,
                          size_t size, kcpu_cc_module **out);
 /* Compiles through the cache and loads, in the cache's directory when it has one. */
-kiln_status kcpu_cc_jit(const kcpu_cc *cc, krt_kcache *cache, const char *name,
-                        const char *source, const char *const *options, int num_options,
-                        kcpu_cc_module **out);
+kiln_status kcpu_cc_jit(const kcpu_cc *cc, kcache *cache, const char *name, const char *source,
+                        const char *const *options, int num_options, kcpu_cc_module **out);
 /* The address of a symbol; a missing one is KILN_ERR_ARGUMENT naming it. */
 kiln_status kcpu_cc_symbol(const kcpu_cc_module *m, const char *symbol, void **out);
 void kcpu_cc_unload(kcpu_cc_module *m);

@@ -23,7 +23,7 @@ static bool kcpu_reserve(kcpu_device *d, uint64_t nbytes) {
   return true;
 }
 
-static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, krt_buffer *out) {
+static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out) {
   kcpu_device *d = kcpu_impl(dev);
   uint64_t in_use = atomic_load(&d->reserved);
   if (!kcpu_reserve(d, nbytes))
@@ -44,33 +44,33 @@ static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, krt_buffer *out) 
   return KILN_OK;
 }
 
-static void kcpu_release(kiln_device *dev, krt_buffer *buf) {
+static void kcpu_release(kiln_device *dev, kdev_buffer *buf) {
   free((void *)buf->ptr);
   atomic_fetch_sub(&kcpu_impl(dev)->reserved, buf->nbytes);
 }
 
 /* Host memory is host memory: staging does not apply, both modes copy directly. */
-static kiln_status kcpu_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
-                               krt_copy_mode mode) {
+static kiln_status kcpu_upload(kiln_device *dev, kdev_buffer *dst, const void *src, size_t nbytes,
+                               kdev_copy_mode mode) {
   (void)dev, (void)mode;
   memcpy((void *)dst->ptr, src, nbytes);
   return KILN_OK;
 }
 
-static kiln_status kcpu_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
-                                 krt_copy_mode mode) {
+static kiln_status kcpu_download(kiln_device *dev, const kdev_buffer *src, void *dst, size_t nbytes,
+                                 kdev_copy_mode mode) {
   (void)dev, (void)mode;
   memcpy(dst, (const void *)src->ptr, nbytes);
   return KILN_OK;
 }
 
-static kiln_status kcpu_wait(kiln_device *dev, const krt_buffer *buf) {
+static kiln_status kcpu_wait(kiln_device *dev, const kdev_buffer *buf) {
   (void)dev, (void)buf;
   return KILN_OK;
 }
 
-static kiln_status kcpu_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_dev,
-                             const krt_buffer *src, size_t nbytes) {
+static kiln_status kcpu_copy(kiln_device *dst_dev, kdev_buffer *dst, kiln_device *src_dev,
+                             const kdev_buffer *src, size_t nbytes) {
   (void)dst_dev, (void)src_dev;
   memcpy((void *)dst->ptr, (const void *)src->ptr, nbytes);
   return KILN_OK;
@@ -81,7 +81,7 @@ static kiln_status kcpu_synchronize(kiln_device *dev) {
   return KILN_OK;
 }
 
-static const krt_device_ops kcpu_ops = {
+static const kdev_ops kcpu_ops = {
     .alloc = kcpu_alloc,
     .release = kcpu_release,
     .upload = kcpu_upload,
@@ -91,11 +91,11 @@ static const krt_device_ops kcpu_ops = {
     .synchronize = kcpu_synchronize,
 };
 
-static void kcpu_backend_close(kiln_ctx *ctx) {
-  for (int i = 0; i < ctx->num_devices; i++) free(ctx->devices[i].impl);
-  free(ctx->devices);
-  ctx->devices = NULL;
-  ctx->num_devices = 0;
+static void kcpu_backend_close(kdev_backend *b) {
+  for (int i = 0; i < b->num_devices; i++) free(b->devices[i].impl);
+  free(b->devices);
+  b->devices = NULL;
+  b->num_devices = 0;
 }
 
 static uint64_t kcpu_host_memory(void) {
@@ -113,17 +113,17 @@ static void kcpu_fill_info(kiln_device *dev, int index, uint64_t limit) {
   info->total_memory = limit ? limit : kcpu_host_memory();
 }
 
-kiln_status kcpu_backend_open(kiln_ctx *ctx) {
-  int n = ctx->config.opts.num_cpu_devices;
-  uint64_t limit = ctx->config.opts.cpu_device_memory;
+kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
+  int n = config->opts.num_cpu_devices;
+  uint64_t limit = config->opts.cpu_device_memory;
   kiln_device *devs = calloc((size_t)n, sizeof *devs);
   if (!devs) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
   for (int i = 0; i < n; i++) {
     kcpu_device *d = calloc(1, sizeof *d);
     if (!d) {
-      ctx->devices = devs;
-      ctx->num_devices = i;
-      kcpu_backend_close(ctx);
+      b->devices = devs;
+      b->num_devices = i;
+      kcpu_backend_close(b);
       return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
     }
     d->limit = limit;
@@ -131,9 +131,9 @@ kiln_status kcpu_backend_open(kiln_ctx *ctx) {
     devs[i].ops = &kcpu_ops;
     kcpu_fill_info(&devs[i], i, limit);
   }
-  ctx->devices = devs;
-  ctx->num_devices = n;
-  ctx->backend = KILN_BACKEND_CPU;
-  ctx->backend_close = kcpu_backend_close;
+  b->devices = devs;
+  b->num_devices = n;
+  b->kind = KILN_BACKEND_CPU;
+  b->close = kcpu_backend_close;
   return KILN_OK;
 }

@@ -63,8 +63,8 @@ static kiln_status kcuda_check_size(const char *what, const kcuda_device *d, siz
                     d->where, what, nbytes, capacity);
 }
 
-static kiln_status kcuda_upload_unranged(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
-                         krt_copy_mode mode) {
+static kiln_status kcuda_upload_unranged(kiln_device *dev, kdev_buffer *dst, const void *src,
+                                         size_t nbytes, kdev_copy_mode mode) {
   kcuda_device *d = kcuda_impl(dev);
   kiln_status st = kcuda_check_size("upload", d, nbytes, dst->nbytes);
   if (st || nbytes == 0) return st;
@@ -72,7 +72,7 @@ static kiln_status kcuda_upload_unranged(kiln_device *dev, krt_buffer *dst, cons
   pthread_mutex_lock(&d->staging_lock);
   CUdeviceptr to = (CUdeviceptr)dst->ptr;
   if ((st = kcuda_after_compute(d, d->copy)) || (st = kcuda_after_ready(d, d->copy, dst))) goto out;
-  if (mode == KRT_COPY_DIRECT) {
+  if (mode == KDEV_COPY_DIRECT) {
     st = kcuda_upload_direct(d, to, src, nbytes);
   } else if ((st = kcuda_upload_staged(d, to, src, nbytes)) == KILN_OK) {
     st = kcuda_mark_ready(d, dst, d->copy);
@@ -127,8 +127,8 @@ out:
   return st;
 }
 
-static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *src, void *dst,
-                                          size_t nbytes, krt_copy_mode mode) {
+static kiln_status kcuda_download_unranged(kiln_device *dev, const kdev_buffer *src, void *dst,
+                                           size_t nbytes, kdev_copy_mode mode) {
   kcuda_device *d = kcuda_impl(dev);
   kiln_status st = kcuda_check_size("download", d, nbytes, src->nbytes);
   if (st || nbytes == 0) return st;
@@ -136,8 +136,8 @@ static kiln_status kcuda_download_unranged(kiln_device *dev, const krt_buffer *s
   pthread_mutex_lock(&d->staging_lock);
   CUdeviceptr from = (CUdeviceptr)src->ptr;
   if ((st = kcuda_after_compute(d, d->copy)) || (st = kcuda_after_ready(d, d->copy, src))) goto out;
-  st = mode == KRT_COPY_DIRECT ? kcuda_download_direct(d, dst, from, nbytes)
-                               : kcuda_download_staged(d, dst, from, nbytes);
+  st = mode == KDEV_COPY_DIRECT ? kcuda_download_direct(d, dst, from, nbytes)
+                                : kcuda_download_staged(d, dst, from, nbytes);
 out:
   if (st) kcuda_drain_copy_stream(d);
   pthread_mutex_unlock(&d->staging_lock);
@@ -153,7 +153,7 @@ out:
 
 /* On one device the copy runs on the compute stream, which also frees both
  * buffers, so no later free can overtake it. */
-static kiln_status kcuda_copy_local(kcuda_device *d, krt_buffer *dst, const krt_buffer *src,
+static kiln_status kcuda_copy_local(kcuda_device *d, kdev_buffer *dst, const kdev_buffer *src,
                                     size_t nbytes) {
   kiln_status st = kcuda_enter(d);
   if (st) return st;
@@ -171,8 +171,8 @@ out:
  * allocated dst), after the source's compute stream and last write; then the
  * source's compute stream waits for the copy, so that freeing src there
  * cannot overtake the read. */
-static kiln_status kcuda_copy_peer(kcuda_device *dd, krt_buffer *dst, kcuda_device *sd,
-                                   const krt_buffer *src, size_t nbytes) {
+static kiln_status kcuda_copy_peer(kcuda_device *dd, kdev_buffer *dst, kcuda_device *sd,
+                                   const kdev_buffer *src, size_t nbytes) {
   kiln_status st = kcuda_enter(sd);
   if (st) return st;
   KCUDA_CU(sd->drv, sd->where, cuEventRecord, (sd->handoff, sd->compute), src_out);
@@ -196,8 +196,8 @@ dst_out:
   return st;
 }
 
-kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_dev,
-                       const krt_buffer *src, size_t nbytes) {
+kiln_status kcuda_copy(kiln_device *dst_dev, kdev_buffer *dst, kiln_device *src_dev,
+                       const kdev_buffer *src, size_t nbytes) {
   kcuda_device *dd = kcuda_impl(dst_dev), *sd = kcuda_impl(src_dev);
   kiln_status st;
   if ((st = kcuda_check_size("copy", sd, nbytes, src->nbytes)) ||
@@ -211,8 +211,8 @@ kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_d
 }
 
 /* The same, inside an NVTX range. */
-kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
-                         krt_copy_mode mode) {
+kiln_status kcuda_upload(kiln_device *dev, kdev_buffer *dst, const void *src, size_t nbytes,
+                         kdev_copy_mode mode) {
   kcore_range_push("kiln host-to-device copy");
   kiln_status st = kcuda_upload_unranged(dev, dst, src, nbytes, mode);
   kcore_range_pop();
@@ -220,8 +220,8 @@ kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, siz
 }
 
 /* The same, inside an NVTX range. */
-kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
-                           krt_copy_mode mode) {
+kiln_status kcuda_download(kiln_device *dev, const kdev_buffer *src, void *dst, size_t nbytes,
+                           kdev_copy_mode mode) {
   kcore_range_push("kiln device-to-host copy");
   kiln_status st = kcuda_download_unranged(dev, src, dst, nbytes, mode);
   kcore_range_pop();

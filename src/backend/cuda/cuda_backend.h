@@ -16,7 +16,14 @@
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdbool.h>
-#include "runtime/runtime.h"
+#include "device/device.h"
+#include "fuse/fuse.h"
+#include "kcache/kcache.h"
+
+/* Opens every visible GPU into b. Reports why CUDA cannot be used (no driver
+ * library, no device, driver too old) as KILN_ERR_DEVICE; on failure nothing
+ * is left allocated. */
+kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b);
 
 /* The oldest driver kiln runs on (cuGetProcAddress_v2 and the stream-ordered
  * allocator as used here are both there from 12.0). */
@@ -251,13 +258,13 @@ void kcuda_log_failure(const kcuda_device *d, CUresult rc, const char *call);
  * stream. Call inside kcuda_enter. */
 kiln_status kcuda_after_compute(kcuda_device *d, CUstream stream);
 /* Orders `stream` after the buffer's last write (a no-op when it has none). */
-kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const krt_buffer *buf);
+kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const kdev_buffer *buf);
 /* Records the buffer's last write as the end of what `stream` has queued,
  * creating buf->ready (owned by the buffer, destroyed by release) if needed. */
-kiln_status kcuda_mark_ready(kcuda_device *d, krt_buffer *buf, CUstream stream);
+kiln_status kcuda_mark_ready(kcuda_device *d, kdev_buffer *buf, CUstream stream);
 /* Orders the device's compute stream after the buffer's pending writes
  * without blocking the host: what a kernel launch does for each input. */
-kiln_status kcuda_order_after_ready(kiln_device *dev, const krt_buffer *buf);
+kiln_status kcuda_order_after_ready(kiln_device *dev, const kdev_buffer *buf);
 
 /* ---- the fault trail (trail.c) ---- */
 
@@ -288,13 +295,13 @@ kiln_status kcuda_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *use
  * that no live buffer needs to the driver. */
 kiln_status kcuda_pool_trim(kiln_device *dev);
 
-/* The krt_device_ops entries for copies (copy.c). */
-kiln_status kcuda_upload(kiln_device *dev, krt_buffer *dst, const void *src, size_t nbytes,
-                         krt_copy_mode mode);
-kiln_status kcuda_download(kiln_device *dev, const krt_buffer *src, void *dst, size_t nbytes,
-                           krt_copy_mode mode);
-kiln_status kcuda_copy(kiln_device *dst_dev, krt_buffer *dst, kiln_device *src_dev,
-                       const krt_buffer *src, size_t nbytes);
+/* The kdev_ops entries for copies (copy.c). */
+kiln_status kcuda_upload(kiln_device *dev, kdev_buffer *dst, const void *src, size_t nbytes,
+                         kdev_copy_mode mode);
+kiln_status kcuda_download(kiln_device *dev, const kdev_buffer *src, void *dst, size_t nbytes,
+                           kdev_copy_mode mode);
+kiln_status kcuda_copy(kiln_device *dst_dev, kdev_buffer *dst, kiln_device *src_dev,
+                       const kdev_buffer *src, size_t nbytes);
 
 /* ---- kernels, launches and graphs (launch.c) ---- */
 
@@ -381,7 +388,6 @@ kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char
  * kiln's B, its "B" kiln's A, and D is C read column-major (n x m), whose
  * rows are C's columns, which is what the per-row BIAS epilogue needs. */
 #include <cublasLt.h>
-#include "fuse/fuse.h"
 
 #define KCUDA_BLASLT_LIBRARIES "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"
 /* NVIDIA's recommended cuBLASLt workspace: 32 MiB from Hopper (sm_90) on,

@@ -35,7 +35,7 @@ out:
   return st;
 }
 
-kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const krt_buffer *buf) {
+kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const kdev_buffer *buf) {
   kiln_status st = KILN_OK;
   if (buf->ready)
     KCUDA_CU(d->drv, d->where, cuStreamWaitEvent, (stream, (CUevent)buf->ready, 0), out);
@@ -66,7 +66,7 @@ static void kcuda_event_give(kcuda_device *d, CUevent ev) {
   if (rc != CUDA_SUCCESS) kcuda_log_failure(d, rc, "cuEventDestroy");
 }
 
-kiln_status kcuda_mark_ready(kcuda_device *d, krt_buffer *buf, CUstream stream) {
+kiln_status kcuda_mark_ready(kcuda_device *d, kdev_buffer *buf, CUstream stream) {
   kiln_status st = KILN_OK;
   if (!buf->ready) {
     CUevent ev;
@@ -78,7 +78,7 @@ out:
   return st;
 }
 
-kiln_status kcuda_order_after_ready(kiln_device *dev, const krt_buffer *buf) {
+kiln_status kcuda_order_after_ready(kiln_device *dev, const kdev_buffer *buf) {
   kcuda_device *d = kcuda_impl(dev);
   if (!buf->ready) return KILN_OK;
   kiln_status st = kcuda_enter(d);
@@ -105,7 +105,7 @@ static kiln_status kcuda_try_alloc(kcuda_device *d, size_t nbytes, CUdeviceptr *
                          st == KILN_ERR_OUT_OF_MEMORY ? "out of device memory " : "", nbytes);
 }
 
-static kiln_status kcuda_alloc(kiln_device *dev, size_t nbytes, krt_buffer *out) {
+static kiln_status kcuda_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out) {
   kcuda_device *d = kcuda_impl(dev);
   memset(out, 0, sizeof *out);
   if (nbytes == 0) return KILN_OK;
@@ -123,7 +123,7 @@ static kiln_status kcuda_alloc(kiln_device *dev, size_t nbytes, krt_buffer *out)
 /* Frees in stream order after the buffer's last write. Errors cannot be
  * returned from here, and must not replace the thread's message (release runs
  * on error paths): they are logged. */
-static void kcuda_release(kiln_device *dev, krt_buffer *buf) {
+static void kcuda_release(kiln_device *dev, kdev_buffer *buf) {
   kcuda_device *d = kcuda_impl(dev);
   CUresult rc = d->drv->cuCtxPushCurrent(d->context);
   if (rc != CUDA_SUCCESS) {
@@ -143,7 +143,7 @@ static void kcuda_release(kiln_device *dev, krt_buffer *buf) {
   buf->ready = NULL;
 }
 
-static kiln_status kcuda_wait(kiln_device *dev, const krt_buffer *buf) {
+static kiln_status kcuda_wait(kiln_device *dev, const kdev_buffer *buf) {
   kcuda_device *d = kcuda_impl(dev);
   if (!buf->ready) return KILN_OK;
   kiln_status st = kcuda_enter(d);
@@ -168,7 +168,7 @@ out:
   return st;
 }
 
-static const krt_device_ops kcuda_ops = {
+static const kdev_ops kcuda_ops = {
     .alloc = kcuda_alloc,
     .release = kcuda_release,
     .upload = kcuda_upload,
@@ -367,12 +367,12 @@ static void kcuda_state_free(kcuda_state *s) {
   free(s);
 }
 
-static void kcuda_backend_close(kiln_ctx *ctx) {
-  kcuda_state_free(ctx->backend_state);
-  free(ctx->devices);
-  ctx->backend_state = NULL;
-  ctx->devices = NULL;
-  ctx->num_devices = 0;
+static void kcuda_backend_close(kdev_backend *b) {
+  kcuda_state_free(b->state);
+  free(b->devices);
+  b->state = NULL;
+  b->devices = NULL;
+  b->num_devices = 0;
 }
 
 static kiln_status kcuda_open_devices(kcuda_state *s, kiln_log_level log_level, kiln_device *devs,
@@ -388,7 +388,7 @@ static kiln_status kcuda_open_devices(kcuda_state *s, kiln_log_level log_level, 
   return KILN_OK;
 }
 
-kiln_status kcuda_backend_open(kiln_ctx *ctx) {
+kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b) {
   kiln_status st = KILN_OK;
   kiln_device *devs = NULL;
   kcuda_state *s = calloc(1, sizeof *s);
@@ -409,15 +409,15 @@ kiln_status kcuda_backend_open(kiln_ctx *ctx) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
     goto fail;
   }
-  if ((st = kcuda_open_devices(s, ctx->config.opts.log_level, devs, count))) goto fail;
+  if ((st = kcuda_open_devices(s, config->opts.log_level, devs, count))) goto fail;
   kcuda_enable_peers(s);
-  ctx->backend = KILN_BACKEND_CUDA;
-  ctx->devices = devs;
-  ctx->num_devices = count;
-  ctx->backend_state = s;
-  ctx->backend_close = kcuda_backend_close;
-  KRT_LOG(ctx, KILN_LOG_INFO, "cuda: driver %d.%d, %d device(s)", s->drv.version / 1000,
-          s->drv.version % 1000 / 10, count);
+  b->kind = KILN_BACKEND_CUDA;
+  b->devices = devs;
+  b->num_devices = count;
+  b->state = s;
+  b->close = kcuda_backend_close;
+  kcore_log(config->opts.log_level, KILN_LOG_INFO, "cuda: driver %d.%d, %d device(s)",
+            s->drv.version / 1000, s->drv.version % 1000 / 10, count);
   return KILN_OK;
 fail:
   free(devs);

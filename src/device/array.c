@@ -2,17 +2,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/runtime.h"
+#include "device/device.h"
 
-static void krt_buffer_free(kiln_array *a) {
+static void kdev_buffer_free(kiln_array *a) {
   if (a->buf.nbytes == 0 && a->buf.ptr == 0 && !a->buf.ready) return;
   a->device->ops->release(a->device, &a->buf);
   atomic_fetch_sub(&a->device->bytes_in_use, (uint64_t)a->buf.nbytes);
   memset(&a->buf, 0, sizeof a->buf);
 }
 
-kiln_status krt_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
-                            const int64_t *shape, kiln_array **out) {
+kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                             const int64_t *shape, kiln_array **out) {
   int64_t elements;
   size_t nbytes;
   kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, &elements, &nbytes);
@@ -33,24 +33,24 @@ kiln_status krt_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, 
   if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
   a->size = elements;
   a->device = dev;
-  atomic_fetch_add(&dev->ctx->live_arrays, 1);
+  atomic_fetch_add(&dev->backend->live_arrays, 1);
   *out = a;
   return KILN_OK;
 }
 
-kiln_status krt_array_check(const char *op, const kiln_array *a) {
+kiln_status kdev_array_check(const char *op, const kiln_array *a) {
   if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "%s: array is NULL", op);
   if (atomic_load(&((kiln_array *)a)->deleted)) {
     char t[200];
     kiln_array_describe(a, t, sizeof t);
-    return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op, t);
+    return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op,
+                      t);
   }
   return KILN_OK;
 }
 
-kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank,
-                                 const int64_t *shape, const void *data, size_t nbytes,
-                                 kiln_array **out) {
+kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes, kiln_array **out) {
   static const char op[] = "kiln_array_from_host";
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
@@ -64,8 +64,8 @@ kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank,
                       kcore_format_type(dtype, rank, shape, t, sizeof t), need);
   if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is NULL", op);
   kiln_array *a;
-  if ((st = krt_array_alloc(op, dev, dtype, rank, shape, &a))) return st;
-  if (need > 0 && (st = dev->ops->upload(dev, &a->buf, data, need, KRT_COPY_STAGED))) {
+  if ((st = kdev_array_alloc(op, dev, dtype, rank, shape, &a))) return st;
+  if (need > 0 && (st = dev->ops->upload(dev, &a->buf, data, need, KDEV_COPY_STAGED))) {
     kiln_array_release(a);
     return kcore_fail_wrap(st, "%s: copying %s to %s", op,
                            kcore_format_type(dtype, rank, shape, t, sizeof t), dev->info.name);
@@ -76,7 +76,7 @@ kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank,
 
 kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes) {
   static const char op[] = "kiln_array_to_host";
-  kiln_status st = krt_array_check(op, a);
+  kiln_status st = kdev_array_check(op, a);
   if (st) return st;
   size_t need = kiln_array_nbytes(a);
   if (nbytes != need) {
@@ -87,11 +87,11 @@ kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes) {
   }
   if (need == 0) return KILN_OK;
   if (!dst) return kcore_fail(KILN_ERR_ARGUMENT, "%s: dst is NULL", op);
-  return a->device->ops->download(a->device, &a->buf, dst, need, KRT_COPY_STAGED);
+  return a->device->ops->download(a->device, &a->buf, dst, need, KDEV_COPY_STAGED);
 }
 
 kiln_status kiln_array_block_until_ready(const kiln_array *a) {
-  kiln_status st = krt_array_check("kiln_array_block_until_ready", a);
+  kiln_status st = kdev_array_check("kiln_array_block_until_ready", a);
   if (st || a->buf.nbytes == 0) return st;
   return a->device->ops->wait(a->device, &a->buf);
 }
@@ -100,7 +100,7 @@ kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out) {
   static const char op[] = "kiln_device_put";
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
-  kiln_status st = krt_array_check(op, a);
+  kiln_status st = kdev_array_check(op, a);
   if (st) return st;
   if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
   if (dev->ctx != a->device->ctx)
@@ -113,9 +113,8 @@ kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out) {
     return KILN_OK;
   }
   kiln_array *b;
-  if ((st = krt_array_alloc(op, dev, a->dtype, a->rank, a->shape, &b))) return st;
-  if (b->buf.nbytes > 0 &&
-      (st = dev->ops->copy(dev, &b->buf, a->device, &a->buf, b->buf.nbytes))) {
+  if ((st = kdev_array_alloc(op, dev, a->dtype, a->rank, a->shape, &b))) return st;
+  if (b->buf.nbytes > 0 && (st = dev->ops->copy(dev, &b->buf, a->device, &a->buf, b->buf.nbytes))) {
     kiln_array_release(b);
     return kcore_fail_wrap(st, "%s: %s -> %s", op, a->device->info.name, dev->info.name);
   }
@@ -129,15 +128,16 @@ void kiln_array_retain(kiln_array *a) {
 
 void kiln_array_release(kiln_array *a) {
   if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
-  if (!atomic_load(&a->deleted)) krt_buffer_free(a);
-  atomic_fetch_sub(&a->device->ctx->live_arrays, 1);
+  if (!atomic_load(&a->deleted)) kdev_buffer_free(a);
+  atomic_fetch_sub(&a->device->backend->live_arrays, 1);
   free(a);
 }
 
 kiln_status kiln_array_delete(kiln_array *a) {
   if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_array_delete: array is NULL");
-  if (atomic_exchange(&a->deleted, true)) return KILN_OK; /* deleting twice is harmless, as in JAX */
-  krt_buffer_free(a);
+  if (atomic_exchange(&a->deleted, true))
+    return KILN_OK; /* deleting twice is harmless, as in JAX */
+  kdev_buffer_free(a);
   return KILN_OK;
 }
 
@@ -165,10 +165,10 @@ void kiln_array_describe(const kiln_array *a, char *buf, size_t cap) {
            a->device->info.name);
 }
 
-kiln_status krt_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
-                                  const int64_t *shape, kiln_array **out) {
+kiln_status kdev_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
+                                   const int64_t *shape, kiln_array **out) {
   static const char op[] = "donation";
-  kiln_status st = krt_array_check(op, donor);
+  kiln_status st = kdev_array_check(op, donor);
   if (st) return st;
   int64_t elements;
   size_t nbytes;
@@ -186,7 +186,7 @@ kiln_status krt_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
   b->buf = donor->buf;
   memset(&donor->buf, 0, sizeof donor->buf);
   atomic_store(&donor->deleted, true);
-  atomic_fetch_add(&donor->device->ctx->live_arrays, 1);
+  atomic_fetch_add(&donor->device->backend->live_arrays, 1);
   *out = b;
   return KILN_OK;
 }

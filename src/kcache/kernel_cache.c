@@ -26,13 +26,13 @@
 #include <unistd.h>
 #include "runtime/runtime.h"
 
-#define KRT_KCACHE_FORMAT 1u
-#define KRT_KCACHE_HEADER 64u
-#define KRT_KCACHE_SUMMED 48u /* header bytes covered by the checksum */
-#define KRT_KCACHE_SUFFIX ".kiln"
+#define KCACHE_FORMAT 1u
+#define KCACHE_HEADER 64u
+#define KCACHE_SUMMED 48u /* header bytes covered by the checksum */
+#define KCACHE_SUFFIX ".kiln"
 /* A temporary file this old was left by a process that died mid-install. */
-#define KRT_KCACHE_STALE_SECONDS 3600
-static const char krt_kcache_magic[8] = {'k', 'i', 'l', 'n', 'k', 'e', 'r', 'n'};
+#define KCACHE_STALE_SECONDS 3600
+static const char kcache_magic[8] = {'k', 'i', 'l', 'n', 'k', 'e', 'r', 'n'};
 
 /* ---- BLAKE2b (RFC 7693), 16-byte digests ---- */
 
@@ -154,7 +154,7 @@ static void krt_b2b_final(krt_b2b *s, uint8_t out[16]) {
   krt_store64(out + 8, s->h[1]);
 }
 
-void krt_kcache_digest(const void *data, size_t size, krt_kcache_key *out) {
+void kcache_digest(const void *data, size_t size, kcache_key *out) {
   krt_b2b s;
   krt_b2b_init(&s);
   krt_b2b_update(&s, data, size);
@@ -165,36 +165,36 @@ void krt_kcache_digest(const void *data, size_t size, krt_kcache_key *out) {
 
 /* Each part is length-prefixed, so ("ab", "c") and ("a", "bc") differ;
  * NULL is told apart from "" by a length no string has. */
-static void krt_kcache_absorb(krt_b2b *s, const void *data, size_t n) {
+static void kcache_absorb(krt_b2b *s, const void *data, size_t n) {
   uint8_t len[8];
   krt_store64(len, data ? (uint64_t)n : UINT64_MAX);
   krt_b2b_update(s, len, sizeof len);
   if (data) krt_b2b_update(s, data, n);
 }
 
-static void krt_kcache_absorb_str(krt_b2b *s, const char *str) {
-  krt_kcache_absorb(s, str, str ? strlen(str) : 0);
+static void kcache_absorb_str(krt_b2b *s, const char *str) {
+  kcache_absorb(s, str, str ? strlen(str) : 0);
 }
 
-void krt_kcache_key_make(const krt_kcache_key_parts *parts, krt_kcache_key *out) {
+void kcache_key_make(const kcache_key_parts *parts, kcache_key *out) {
   krt_b2b s;
   krt_b2b_init(&s);
-  krt_kcache_absorb_str(&s, "kiln kernel cache key");
+  kcache_absorb_str(&s, "kiln kernel cache key");
   uint8_t format[4];
-  krt_store32(format, KRT_KCACHE_FORMAT);
-  krt_kcache_absorb(&s, format, sizeof format);
-  krt_kcache_absorb_str(&s, kiln_version());
-  krt_kcache_absorb_str(&s, parts->target);
-  krt_kcache_absorb_str(&s, parts->compiler);
+  krt_store32(format, KCACHE_FORMAT);
+  kcache_absorb(&s, format, sizeof format);
+  kcache_absorb_str(&s, kiln_version());
+  kcache_absorb_str(&s, parts->target);
+  kcache_absorb_str(&s, parts->compiler);
   uint8_t count[8];
   krt_store64(count, (uint64_t)(parts->num_options > 0 ? parts->num_options : 0));
-  krt_kcache_absorb(&s, count, sizeof count);
-  for (int i = 0; i < parts->num_options; i++) krt_kcache_absorb_str(&s, parts->options[i]);
-  krt_kcache_absorb(&s, parts->source, parts->source_size);
+  kcache_absorb(&s, count, sizeof count);
+  for (int i = 0; i < parts->num_options; i++) kcache_absorb_str(&s, parts->options[i]);
+  kcache_absorb(&s, parts->source, parts->source_size);
   krt_b2b_final(&s, out->bytes);
 }
 
-void krt_kcache_key_hex(const krt_kcache_key *key, char out[33]) {
+void kcache_key_hex(const kcache_key *key, char out[33]) {
   static const char digits[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
     out[2 * i] = digits[key->bytes[i] >> 4];
@@ -205,53 +205,53 @@ void krt_kcache_key_hex(const krt_kcache_key *key, char out[33]) {
 
 /* ---- the cache object ---- */
 
-typedef enum krt_kcache_state {
-  KRT_KCACHE_BUILDING, /* one thread is loading or building it; others wait */
-  KRT_KCACHE_READY,
-  KRT_KCACHE_FAILED /* the last attempt failed; the next caller retries */
-} krt_kcache_state;
+typedef enum kcache_state {
+  KCACHE_BUILDING, /* one thread is loading or building it; others wait */
+  KCACHE_READY,
+  KCACHE_FAILED /* the last attempt failed; the next caller retries */
+} kcache_state;
 
-typedef struct krt_kcache_entry {
-  struct krt_kcache_entry *next;
-  krt_kcache_key key;
-  krt_kcache_state state;
+typedef struct kcache_entry {
+  struct kcache_entry *next;
+  kcache_key key;
+  kcache_state state;
   void *blob;
   size_t size;
   kiln_status status; /* FAILED: the builder's status and message, for waiters */
   char *message;
-} krt_kcache_entry;
+} kcache_entry;
 
-struct krt_kcache {
+struct kcache {
   pthread_mutex_t lock;
   pthread_cond_t settled; /* broadcast whenever an entry leaves BUILDING */
-  krt_kcache_entry **buckets;
+  kcache_entry **buckets;
   size_t num_buckets; /* a power of two */
   size_t count;
   char *dir; /* NULL: memory only */
   kiln_log_level level;
-  krt_kcache_stats stats;
+  kcache_stats stats;
 };
 
-#define KRT_KCACHE_LOG(c, lvl, ...) kcore_log((c)->level, (lvl), __VA_ARGS__)
+#define KCACHE_LOG(c, lvl, ...) kcore_log((c)->level, (lvl), __VA_ARGS__)
 
-static size_t krt_kcache_bucket(const krt_kcache *c, const krt_kcache_key *key) {
+static size_t kcache_bucket(const kcache *c, const kcache_key *key) {
   return (size_t)krt_load64(key->bytes) & (c->num_buckets - 1);
 }
 
-static krt_kcache_entry *krt_kcache_find(krt_kcache *c, const krt_kcache_key *key) {
-  for (krt_kcache_entry *e = c->buckets[krt_kcache_bucket(c, key)]; e; e = e->next)
+static kcache_entry *kcache_find(kcache *c, const kcache_key *key) {
+  for (kcache_entry *e = c->buckets[kcache_bucket(c, key)]; e; e = e->next)
     if (memcmp(e->key.bytes, key->bytes, sizeof key->bytes) == 0) return e;
   return NULL;
 }
 
 /* Doubles the table past a load of 1. Entries keep their addresses (waiters
  * hold pointers to them); a failed allocation only leaves chains longer. */
-static void krt_kcache_grow(krt_kcache *c) {
+static void kcache_grow(kcache *c) {
   size_t n = c->num_buckets * 2;
-  krt_kcache_entry **b = calloc(n, sizeof *b);
+  kcache_entry **b = calloc(n, sizeof *b);
   if (!b) return;
   for (size_t i = 0; i < c->num_buckets; i++) {
-    for (krt_kcache_entry *e = c->buckets[i], *next; e; e = next) {
+    for (kcache_entry *e = c->buckets[i], *next; e; e = next) {
       next = e->next;
       size_t j = (size_t)krt_load64(e->key.bytes) & (n - 1);
       e->next = b[j];
@@ -263,20 +263,20 @@ static void krt_kcache_grow(krt_kcache *c) {
   c->num_buckets = n;
 }
 
-static krt_kcache_entry *krt_kcache_insert(krt_kcache *c, const krt_kcache_key *key) {
-  krt_kcache_entry *e = calloc(1, sizeof *e);
+static kcache_entry *kcache_insert(kcache *c, const kcache_key *key) {
+  kcache_entry *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   e->key = *key;
-  e->state = KRT_KCACHE_BUILDING;
-  if (c->count >= c->num_buckets) krt_kcache_grow(c);
-  size_t i = krt_kcache_bucket(c, key);
+  e->state = KCACHE_BUILDING;
+  if (c->count >= c->num_buckets) kcache_grow(c);
+  size_t i = kcache_bucket(c, key);
   e->next = c->buckets[i];
   c->buckets[i] = e;
   c->count++;
   return e;
 }
 
-static void krt_kcache_count(krt_kcache *c, uint64_t *counter) {
+static void kcache_count(kcache *c, uint64_t *counter) {
   pthread_mutex_lock(&c->lock);
   (*counter)++;
   pthread_mutex_unlock(&c->lock);
@@ -285,44 +285,30 @@ static void krt_kcache_count(krt_kcache *c, uint64_t *counter) {
 /* ---- files ---- */
 
 /* "<dir>/<hex><suffix>", or NULL when out of memory. */
-static char *krt_kcache_path_new(const char *dir, const krt_kcache_key *key, const char *suffix) {
+static char *kcache_path_new(const char *dir, const kcache_key *key, const char *suffix) {
   char hex[33];
-  krt_kcache_key_hex(key, hex);
+  kcache_key_hex(key, hex);
   size_t n = strlen(dir) + 1 + 32 + strlen(suffix) + 1;
   char *p = malloc(n);
   if (p) snprintf(p, n, "%s/%s%s", dir, hex, suffix);
   return p;
 }
 
-kiln_status krt_kcache_entry_path(const krt_kcache *c, const krt_kcache_key *key, char *buf,
-                                  size_t cap) {
+kiln_status kcache_entry_path(const kcache *c, const kcache_key *key, char *buf, size_t cap) {
   if (!c || !key || !buf)
-    return kcore_fail(KILN_ERR_ARGUMENT, "krt_kcache_entry_path: c, key or buf is NULL");
-  if (!c->dir)
-    return kcore_fail(KILN_ERR_ARGUMENT, "krt_kcache_entry_path: the cache is memory-only");
+    return kcore_fail(KILN_ERR_ARGUMENT, "kcache_entry_path: c, key or buf is NULL");
+  if (!c->dir) return kcore_fail(KILN_ERR_ARGUMENT, "kcache_entry_path: the cache is memory-only");
   char hex[33];
-  krt_kcache_key_hex(key, hex);
-  int n = snprintf(buf, cap, "%s/%s%s", c->dir, hex, KRT_KCACHE_SUFFIX);
+  kcache_key_hex(key, hex);
+  int n = snprintf(buf, cap, "%s/%s%s", c->dir, hex, KCACHE_SUFFIX);
   if (n < 0 || (size_t)n >= cap)
-    return kcore_fail(KILN_ERR_ARGUMENT, "krt_kcache_entry_path: %zu bytes are too few for %s/%s%s",
-                      cap, c->dir, hex, KRT_KCACHE_SUFFIX);
+    return kcore_fail(KILN_ERR_ARGUMENT, "kcache_entry_path: %zu bytes are too few for %s/%s%s",
+                      cap, c->dir, hex, KCACHE_SUFFIX);
   return KILN_OK;
 }
 
 /* Writes all n bytes, retrying short writes and interruptions; -1 with
  * errno set on failure. */
-static int krt_write_all(int fd, const void *data, size_t n) {
-  const char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Reads up to n bytes; returns how many arrived before end of file, or -1. */
 static ssize_t krt_read_full(int fd, void *data, size_t n) {
   char *p = data;
@@ -343,7 +329,7 @@ static ssize_t krt_read_full(int fd, void *data, size_t n) {
  * synced: a rename lost in a crash costs one recompilation, nothing more. */
 static kiln_status krt_install_parts(const char *op, const char *path, const void *const *parts,
                                      const size_t *sizes, int num_parts, bool durable) {
-  static const char mark[] = ".tmp-XXXXXX"; /* after ".kiln": KRT_KCACHE_TEMP_MARK */
+  static const char mark[] = ".tmp-XXXXXX"; /* after ".kiln": KCACHE_TEMP_MARK */
   size_t n = strlen(path) + sizeof mark;
   char *tmp = malloc(n);
   if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: %s: out of host memory", op, path);
@@ -351,15 +337,15 @@ static kiln_status krt_install_parts(const char *op, const char *path, const voi
   kiln_status st = KILN_OK;
   int fd = -1, rc;
   bool created = false;
-  KRT_KCACHE_IO_CHECK(fd = mkstemp(tmp), op, tmp, "mkstemp", done);
+  KCORE_IO_CHECK(fd = mkstemp(tmp), op, tmp, "mkstemp", done);
   created = true;
   for (int i = 0; i < num_parts; i++)
-    KRT_KCACHE_IO_CHECK(krt_write_all(fd, parts[i], sizes[i]), op, tmp, "write", done);
-  if (durable) KRT_KCACHE_IO_CHECK(fsync(fd), op, tmp, "fsync", done);
+    KCORE_IO_CHECK(kcore_write_all(fd, parts[i], sizes[i]), op, tmp, "write", done);
+  if (durable) KCORE_IO_CHECK(fsync(fd), op, tmp, "fsync", done);
   rc = close(fd);
   fd = -1;
-  KRT_KCACHE_IO_CHECK(rc, op, tmp, "close", done);
-  KRT_KCACHE_IO_CHECK(rename(tmp, path), op, path, "rename", done);
+  KCORE_IO_CHECK(rc, op, tmp, "close", done);
+  KCORE_IO_CHECK(rename(tmp, path), op, path, "rename", done);
 done:
   if (fd >= 0) close(fd);
   if (st != KILN_OK && created) unlink(tmp);
@@ -367,105 +353,106 @@ done:
   return st;
 }
 
-kiln_status krt_kcache_write_file(const char *path, const void *data, size_t size, bool durable) {
+kiln_status kcache_write_file(const char *path, const void *data, size_t size, bool durable) {
   if (!path || (!data && size > 0))
-    return kcore_fail(KILN_ERR_ARGUMENT, "krt_kcache_write_file: path or data is NULL");
+    return kcore_fail(KILN_ERR_ARGUMENT, "kcache_write_file: path or data is NULL");
   const void *parts[1] = {data};
-  return krt_install_parts("krt_kcache_write_file", path, parts, &size, 1, durable);
+  return krt_install_parts("kcache_write_file", path, parts, &size, 1, durable);
 }
 
-static void krt_kcache_header(uint8_t h[KRT_KCACHE_HEADER], const krt_kcache_key *key,
-                              const void *blob, size_t size) {
-  memset(h, 0, KRT_KCACHE_HEADER);
-  memcpy(h, krt_kcache_magic, sizeof krt_kcache_magic);
-  krt_store32(h + 8, KRT_KCACHE_FORMAT);
-  krt_store32(h + 12, KRT_KCACHE_HEADER);
+static void kcache_header(uint8_t h[KCACHE_HEADER], const kcache_key *key, const void *blob,
+                          size_t size) {
+  memset(h, 0, KCACHE_HEADER);
+  memcpy(h, kcache_magic, sizeof kcache_magic);
+  krt_store32(h + 8, KCACHE_FORMAT);
+  krt_store32(h + 12, KCACHE_HEADER);
   memcpy(h + 16, key->bytes, 16);
   krt_store64(h + 32, (uint64_t)size);
   krt_b2b s;
   krt_b2b_init(&s);
-  krt_b2b_update(&s, h, KRT_KCACHE_SUMMED);
+  krt_b2b_update(&s, h, KCACHE_SUMMED);
   krt_b2b_update(&s, blob, size);
-  krt_b2b_final(&s, h + KRT_KCACHE_SUMMED);
+  krt_b2b_final(&s, h + KCACHE_SUMMED);
 }
 
-typedef enum krt_kcache_file {
-  KRT_KCACHE_ABSENT,
-  KRT_KCACHE_VALID,
-  KRT_KCACHE_CORRUPT,   /* present but fails a check: removed and rebuilt */
-  KRT_KCACHE_UNREADABLE /* present but cannot be read: rebuilt */
-} krt_kcache_file;
+typedef enum kcache_file {
+  KCACHE_ABSENT,
+  KCACHE_VALID,
+  KCACHE_CORRUPT,   /* present but fails a check: removed and rebuilt */
+  KCACHE_UNREADABLE /* present but cannot be read: rebuilt */
+} kcache_file;
 
 /* Checks everything in the header that does not need the payload. */
-static krt_kcache_file krt_kcache_check_header(const char *path, const uint8_t *h,
-                                               const krt_kcache_key *key, off_t file_size) {
+static kcache_file kcache_check_header(const char *path, const uint8_t *h, const kcache_key *key,
+                                       off_t file_size) {
   char want[33], got[33];
-  if (memcmp(h, krt_kcache_magic, sizeof krt_kcache_magic) != 0) {
+  if (memcmp(h, kcache_magic, sizeof kcache_magic) != 0) {
     kcore_fail(KILN_ERR_IO, "%s: bad magic, not a kiln kernel cache file", path);
-    return KRT_KCACHE_CORRUPT;
+    return KCACHE_CORRUPT;
   }
-  if (krt_load32(h + 8) != KRT_KCACHE_FORMAT || krt_load32(h + 12) != KRT_KCACHE_HEADER) {
+  if (krt_load32(h + 8) != KCACHE_FORMAT || krt_load32(h + 12) != KCACHE_HEADER) {
     kcore_fail(KILN_ERR_IO, "%s: format %u with a %u-byte header, expected format %u (%u bytes)",
-               path, krt_load32(h + 8), krt_load32(h + 12), KRT_KCACHE_FORMAT, KRT_KCACHE_HEADER);
-    return KRT_KCACHE_CORRUPT;
+               path, krt_load32(h + 8), krt_load32(h + 12), KCACHE_FORMAT, KCACHE_HEADER);
+    return KCACHE_CORRUPT;
   }
   if (memcmp(h + 16, key->bytes, 16) != 0) {
-    krt_kcache_key_hex(key, want);
-    krt_kcache_key other;
+    kcache_key_hex(key, want);
+    kcache_key other;
     memcpy(other.bytes, h + 16, 16);
-    krt_kcache_key_hex(&other, got);
+    kcache_key_hex(&other, got);
     kcore_fail(KILN_ERR_IO, "%s: holds key %s, expected %s", path, got, want);
-    return KRT_KCACHE_CORRUPT;
+    return KCACHE_CORRUPT;
   }
   uint64_t payload = krt_load64(h + 32);
-  if (payload != (uint64_t)file_size - KRT_KCACHE_HEADER) {
-    kcore_fail(KILN_ERR_IO, "%s: truncated or overlong: the header says %llu payload bytes, the "
+  if (payload != (uint64_t)file_size - KCACHE_HEADER) {
+    kcore_fail(KILN_ERR_IO,
+               "%s: truncated or overlong: the header says %llu payload bytes, the "
                "file holds %lld",
-               path, (unsigned long long)payload, (long long)file_size - KRT_KCACHE_HEADER);
-    return KRT_KCACHE_CORRUPT;
+               path, (unsigned long long)payload, (long long)file_size - KCACHE_HEADER);
+    return KCACHE_CORRUPT;
   }
-  return KRT_KCACHE_VALID;
+  return KCACHE_VALID;
 }
 
-static krt_kcache_file krt_kcache_read_fd(int fd, const char *path, const krt_kcache_key *key,
-                                          void **blob, size_t *size, struct stat *st) {
-  uint8_t h[KRT_KCACHE_HEADER];
+static kcache_file kcache_read_fd(int fd, const char *path, const kcache_key *key, void **blob,
+                                  size_t *size, struct stat *st) {
+  uint8_t h[KCACHE_HEADER];
   if (fstat(fd, st) != 0) {
     kcore_fail(KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    return KRT_KCACHE_UNREADABLE;
+    return KCACHE_UNREADABLE;
   }
   if (!S_ISREG(st->st_mode)) {
     kcore_fail(KILN_ERR_IO, "%s: cannot read: not a regular file", path);
-    return KRT_KCACHE_UNREADABLE;
+    return KCACHE_UNREADABLE;
   }
   ssize_t got = krt_read_full(fd, h, sizeof h);
   if (got < 0) {
     kcore_fail(KILN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-    return KRT_KCACHE_UNREADABLE;
+    return KCACHE_UNREADABLE;
   }
   if ((size_t)got < sizeof h) {
-    kcore_fail(KILN_ERR_IO, "%s: truncated: %zd bytes, shorter than the %u-byte header", path,
-               got, KRT_KCACHE_HEADER);
-    return KRT_KCACHE_CORRUPT;
+    kcore_fail(KILN_ERR_IO, "%s: truncated: %zd bytes, shorter than the %u-byte header", path, got,
+               KCACHE_HEADER);
+    return KCACHE_CORRUPT;
   }
-  krt_kcache_file r = krt_kcache_check_header(path, h, key, st->st_size);
-  if (r != KRT_KCACHE_VALID) return r;
-  size_t n = (size_t)(st->st_size - KRT_KCACHE_HEADER);
+  kcache_file r = kcache_check_header(path, h, key, st->st_size);
+  if (r != KCACHE_VALID) return r;
+  size_t n = (size_t)(st->st_size - KCACHE_HEADER);
   uint8_t *data = malloc(n ? n : 1);
   if (!data) {
     kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes", path, n);
-    return KRT_KCACHE_UNREADABLE;
+    return KCACHE_UNREADABLE;
   }
   got = krt_read_full(fd, data, n);
   uint8_t sum[16];
   if (got == (ssize_t)n) {
     krt_b2b s;
     krt_b2b_init(&s);
-    krt_b2b_update(&s, h, KRT_KCACHE_SUMMED);
+    krt_b2b_update(&s, h, KCACHE_SUMMED);
     krt_b2b_update(&s, data, n);
     krt_b2b_final(&s, sum);
   }
-  if (got != (ssize_t)n || memcmp(sum, h + KRT_KCACHE_SUMMED, sizeof sum) != 0) {
+  if (got != (ssize_t)n || memcmp(sum, h + KCACHE_SUMMED, sizeof sum) != 0) {
     if (got < 0)
       kcore_fail(KILN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     else if (got != (ssize_t)n)
@@ -474,30 +461,30 @@ static krt_kcache_file krt_kcache_read_fd(int fd, const char *path, const krt_kc
     else
       kcore_fail(KILN_ERR_IO, "%s: checksum mismatch, the file is corrupt", path);
     free(data);
-    return got < 0 ? KRT_KCACHE_UNREADABLE : KRT_KCACHE_CORRUPT;
+    return got < 0 ? KCACHE_UNREADABLE : KCACHE_CORRUPT;
   }
   *blob = data;
   *size = n;
-  return KRT_KCACHE_VALID;
+  return KCACHE_VALID;
 }
 
 /* On anything but VALID the thread's message says why. */
-static krt_kcache_file krt_kcache_read(const char *path, const krt_kcache_key *key, void **blob,
-                                       size_t *size, struct stat *st) {
+static kcache_file kcache_read(const char *path, const kcache_key *key, void **blob, size_t *size,
+                               struct stat *st) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return KRT_KCACHE_ABSENT;
+    if (errno == ENOENT) return KCACHE_ABSENT;
     kcore_fail(KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    return KRT_KCACHE_UNREADABLE;
+    return KCACHE_UNREADABLE;
   }
-  krt_kcache_file r = krt_kcache_read_fd(fd, path, key, blob, size, st);
+  kcache_file r = kcache_read_fd(fd, path, key, blob, size, st);
   close(fd);
   return r;
 }
 
 /* Removes a corrupt file unless another process has meanwhile renamed a new
  * one into place (then the name no longer points to the inode we read). */
-static void krt_kcache_remove_corrupt(const char *path, const struct stat *read_st) {
+static void kcache_remove_corrupt(const char *path, const struct stat *read_st) {
   struct stat now;
   if (stat(path, &now) == 0 && now.st_dev == read_st->st_dev && now.st_ino == read_st->st_ino)
     unlink(path);
@@ -505,24 +492,24 @@ static void krt_kcache_remove_corrupt(const char *path, const struct stat *read_
 
 /* True when the disk held a valid entry (then *blob owns it). Problems are
  * warnings: the caller builds the kernel instead. */
-static bool krt_kcache_load(krt_kcache *c, const char *path, const krt_kcache_key *key,
-                            void **blob, size_t *size) {
+static bool kcache_load(kcache *c, const char *path, const kcache_key *key, void **blob,
+                        size_t *size) {
   struct stat st;
   memset(&st, 0, sizeof st);
-  switch (krt_kcache_read(path, key, blob, size, &st)) {
-    case KRT_KCACHE_VALID:
-      krt_kcache_count(c, &c->stats.disk_hits);
+  switch (kcache_read(path, key, blob, size, &st)) {
+    case KCACHE_VALID:
+      kcache_count(c, &c->stats.disk_hits);
       return true;
-    case KRT_KCACHE_ABSENT:
+    case KCACHE_ABSENT:
       return false;
-    case KRT_KCACHE_CORRUPT:
-      KRT_KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; removing it and recompiling",
-                     kiln_last_error());
-      krt_kcache_remove_corrupt(path, &st);
-      krt_kcache_count(c, &c->stats.corrupt_files);
+    case KCACHE_CORRUPT:
+      KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; removing it and recompiling",
+                 kiln_last_error());
+      kcache_remove_corrupt(path, &st);
+      kcache_count(c, &c->stats.corrupt_files);
       break;
-    case KRT_KCACHE_UNREADABLE:
-      KRT_KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; recompiling", kiln_last_error());
+    case KCACHE_UNREADABLE:
+      KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; recompiling", kiln_last_error());
       break;
   }
   kiln_clear_error();
@@ -530,48 +517,46 @@ static bool krt_kcache_load(krt_kcache *c, const char *path, const krt_kcache_ke
 }
 
 /* A failed install costs a recompilation later, nothing else: it is a warning. */
-static void krt_kcache_store(krt_kcache *c, const char *path, const krt_kcache_key *key,
-                             const void *blob, size_t size) {
-  uint8_t h[KRT_KCACHE_HEADER];
-  krt_kcache_header(h, key, blob, size);
+static void kcache_store(kcache *c, const char *path, const kcache_key *key, const void *blob,
+                         size_t size) {
+  uint8_t h[KCACHE_HEADER];
+  kcache_header(h, key, blob, size);
   const void *parts[2] = {h, blob};
   const size_t sizes[2] = {sizeof h, size};
   if (krt_install_parts("kernel cache", path, parts, sizes, 2, true) == KILN_OK) return;
-  KRT_KCACHE_LOG(c, KILN_LOG_WARN, "%s; keeping the kernel in memory only", kiln_last_error());
+  KCACHE_LOG(c, KILN_LOG_WARN, "%s; keeping the kernel in memory only", kiln_last_error());
   kiln_clear_error();
-  krt_kcache_count(c, &c->stats.write_failures);
+  kcache_count(c, &c->stats.write_failures);
 }
 
 /* The work of a miss, outside the lock: the disk, else build and store. */
-static kiln_status krt_kcache_fill(krt_kcache *c, const krt_kcache_key *key,
-                                   krt_kcache_build_fn build, void *user, void **blob,
-                                   size_t *size) {
+static kiln_status kcache_fill(kcache *c, const kcache_key *key, kcache_build_fn build, void *user,
+                               void **blob, size_t *size) {
   char *path = NULL;
   if (c->dir) {
-    if (!(path = krt_kcache_path_new(c->dir, key, KRT_KCACHE_SUFFIX)))
-      return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "krt_kcache_get_or_build: out of host memory");
-    if (krt_kcache_load(c, path, key, blob, size)) {
+    if (!(path = kcache_path_new(c->dir, key, KCACHE_SUFFIX)))
+      return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcache_get_or_build: out of host memory");
+    if (kcache_load(c, path, key, blob, size)) {
       free(path);
       return KILN_OK;
     }
   }
-  krt_kcache_count(c, &c->stats.builds);
+  kcache_count(c, &c->stats.builds);
   kiln_status st = build(user, blob, size);
   if (st == KILN_OK) {
     KCORE_ASSERT(*blob != NULL || *size == 0);
     if (!*blob && !(*blob = malloc(1))) /* an empty kernel still needs an address */
-      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "krt_kcache_get_or_build: out of host memory");
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcache_get_or_build: out of host memory");
   }
-  if (st == KILN_OK && path) krt_kcache_store(c, path, key, *blob, *size);
+  if (st == KILN_OK && path) kcache_store(c, path, key, *blob, *size);
   free(path);
   return st;
 }
 
 /* Called with the lock held, on an entry another thread is building. */
-static kiln_status krt_kcache_await(krt_kcache *c, krt_kcache_entry *e, const void **blob,
-                                    size_t *size) {
-  while (e->state == KRT_KCACHE_BUILDING) pthread_cond_wait(&c->settled, &c->lock);
-  if (e->state == KRT_KCACHE_FAILED)
+static kiln_status kcache_await(kcache *c, kcache_entry *e, const void **blob, size_t *size) {
+  while (e->state == KCACHE_BUILDING) pthread_cond_wait(&c->settled, &c->lock);
+  if (e->state == KCACHE_FAILED)
     return kcore_fail(e->status, "%s", e->message ? e->message : "the kernel build failed");
   c->stats.memory_hits++;
   *blob = e->blob;
@@ -580,49 +565,47 @@ static kiln_status krt_kcache_await(krt_kcache *c, krt_kcache_entry *e, const vo
 }
 
 /* Called with the lock held: publishes the builder's outcome to waiters. */
-static void krt_kcache_settle(krt_kcache *c, krt_kcache_entry *e, kiln_status st, void *blob,
-                              size_t size) {
+static void kcache_settle(kcache *c, kcache_entry *e, kiln_status st, void *blob, size_t size) {
   free(e->message);
   e->message = NULL;
   if (st == KILN_OK) {
     e->blob = blob;
     e->size = size;
-    e->state = KRT_KCACHE_READY;
+    e->state = KCACHE_READY;
   } else {
     e->status = st;
     e->message = kcore_strdup(kiln_last_error()); /* NULL: waiters get a generic text */
-    e->state = KRT_KCACHE_FAILED;
+    e->state = KCACHE_FAILED;
   }
   pthread_cond_broadcast(&c->settled);
 }
 
-kiln_status krt_kcache_get_or_build(krt_kcache *c, const krt_kcache_key *key,
-                                    krt_kcache_build_fn build, void *user, const void **blob,
-                                    size_t *size) {
+kiln_status kcache_get_or_build(kcache *c, const kcache_key *key, kcache_build_fn build, void *user,
+                                const void **blob, size_t *size) {
   if (!c || !key || !build || !blob || !size)
     return kcore_fail(KILN_ERR_ARGUMENT,
-                      "krt_kcache_get_or_build: c, key, build, blob or size is NULL");
+                      "kcache_get_or_build: c, key, build, blob or size is NULL");
   *blob = NULL;
   *size = 0;
   pthread_mutex_lock(&c->lock);
-  krt_kcache_entry *e = krt_kcache_find(c, key);
-  if (e && e->state != KRT_KCACHE_FAILED) {
-    kiln_status st = krt_kcache_await(c, e, blob, size);
+  kcache_entry *e = kcache_find(c, key);
+  if (e && e->state != KCACHE_FAILED) {
+    kiln_status st = kcache_await(c, e, blob, size);
     pthread_mutex_unlock(&c->lock);
     return st;
   }
-  if (!e && !(e = krt_kcache_insert(c, key))) {
+  if (!e && !(e = kcache_insert(c, key))) {
     pthread_mutex_unlock(&c->lock);
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "krt_kcache_get_or_build: out of host memory");
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcache_get_or_build: out of host memory");
   }
-  e->state = KRT_KCACHE_BUILDING;
+  e->state = KCACHE_BUILDING;
   pthread_mutex_unlock(&c->lock);
 
   void *b = NULL;
   size_t n = 0;
-  kiln_status st = krt_kcache_fill(c, key, build, user, &b, &n);
+  kiln_status st = kcache_fill(c, key, build, user, &b, &n);
   pthread_mutex_lock(&c->lock);
-  krt_kcache_settle(c, e, st, b, n);
+  kcache_settle(c, e, st, b, n);
   pthread_mutex_unlock(&c->lock);
   if (st == KILN_OK) {
     *blob = b;
@@ -635,7 +618,7 @@ kiln_status krt_kcache_get_or_build(krt_kcache *c, const krt_kcache_key *key,
 
 /* mkdir -p with 0700 for what it creates: the directory will hold code that
  * kiln loads and runs, so it is private (the XDG cache convention too). */
-static kiln_status krt_kcache_mkdirs(const char *dir) {
+static kiln_status kcache_mkdirs(const char *dir) {
   char *p = kcore_strdup(dir);
   if (!p) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", dir);
   kiln_status st = KILN_OK;
@@ -664,56 +647,56 @@ static kiln_status krt_kcache_mkdirs(const char *dir) {
 
 /* Removes temporary files that processes which died mid-install left. A file
  * younger than the limit may be another process's install in progress. */
-static void krt_kcache_sweep(krt_kcache *c) {
+static void kcache_sweep(kcache *c) {
   DIR *d = opendir(c->dir);
   if (!d) return;
   time_t now = time(NULL);
   struct dirent *ent;
   while ((ent = readdir(d)) != NULL) {
-    if (!strstr(ent->d_name, KRT_KCACHE_TEMP_MARK)) continue;
+    if (!strstr(ent->d_name, KCACHE_TEMP_MARK)) continue;
     struct stat st;
     if (fstatat(dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       continue;
-    if (now - st.st_mtime > KRT_KCACHE_STALE_SECONDS && unlinkat(dirfd(d), ent->d_name, 0) == 0)
-      KRT_KCACHE_LOG(c, KILN_LOG_INFO, "kernel cache: removed the stale temporary file %s/%s",
-                     c->dir, ent->d_name);
+    if (now - st.st_mtime > KCACHE_STALE_SECONDS && unlinkat(dirfd(d), ent->d_name, 0) == 0)
+      KCACHE_LOG(c, KILN_LOG_INFO, "kernel cache: removed the stale temporary file %s/%s", c->dir,
+                 ent->d_name);
   }
   closedir(d);
 }
 
-kiln_status krt_kcache_new(const char *dir, kiln_log_level level, krt_kcache **out) {
-  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "krt_kcache_new: out is NULL");
+kiln_status kcache_new(const char *dir, kiln_log_level level, kcache **out) {
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kcache_new: out is NULL");
   *out = NULL;
-  krt_kcache *c = calloc(1, sizeof *c);
-  if (!c) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "krt_kcache_new: out of host memory");
+  kcache *c = calloc(1, sizeof *c);
+  if (!c) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcache_new: out of host memory");
   c->level = level;
   c->num_buckets = 64;
   if (!(c->buckets = calloc(c->num_buckets, sizeof *c->buckets)) ||
       (dir && *dir && !(c->dir = kcore_strdup(dir)))) {
     free(c->buckets);
     free(c);
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "krt_kcache_new: out of host memory");
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcache_new: out of host memory");
   }
-  if (c->dir && krt_kcache_mkdirs(c->dir) != KILN_OK) {
-    KRT_KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; caching kernels in memory only",
-                   kiln_last_error());
+  if (c->dir && kcache_mkdirs(c->dir) != KILN_OK) {
+    KCACHE_LOG(c, KILN_LOG_WARN, "kernel cache: %s; caching kernels in memory only",
+               kiln_last_error());
     kiln_clear_error();
     free(c->dir);
     c->dir = NULL;
   }
-  if (c->dir) krt_kcache_sweep(c);
+  if (c->dir) kcache_sweep(c);
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->settled, NULL);
   *out = c;
   return KILN_OK;
 }
 
-void krt_kcache_free(krt_kcache *c) {
+void kcache_free(kcache *c) {
   if (!c) return;
   for (size_t i = 0; i < c->num_buckets; i++) {
-    for (krt_kcache_entry *e = c->buckets[i], *next; e; e = next) {
+    for (kcache_entry *e = c->buckets[i], *next; e; e = next) {
       next = e->next;
-      KCORE_ASSERT(e->state != KRT_KCACHE_BUILDING); /* freed while a thread uses it */
+      KCORE_ASSERT(e->state != KCACHE_BUILDING); /* freed while a thread uses it */
       free(e->blob);
       free(e->message);
       free(e);
@@ -726,9 +709,9 @@ void krt_kcache_free(krt_kcache *c) {
   free(c);
 }
 
-const char *krt_kcache_dir(const krt_kcache *c) { return c ? c->dir : NULL; }
+const char *kcache_dir(const kcache *c) { return c ? c->dir : NULL; }
 
-void krt_kcache_stats_get(krt_kcache *c, krt_kcache_stats *out) {
+void kcache_stats_get(kcache *c, kcache_stats *out) {
   pthread_mutex_lock(&c->lock);
   *out = c->stats;
   pthread_mutex_unlock(&c->lock);

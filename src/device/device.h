@@ -1,0 +1,114 @@
+/* device: what every level shares about devices and their memory — the
+ * device type, its buffers, the arrays that hold them, and the table of
+ * operations each backend implements for its devices. The only door of
+ * src/device; prefix kdev_.
+ *
+ * It depends on core alone, so pytrees, the IR and the backends can hold and
+ * release arrays without reaching up to the runtime: a backend fills a
+ * kdev_backend (its devices and their ops), the runtime owns it inside the
+ * context, and arrays reach device memory only through the ops. */
+#ifndef KILN_SRC_DEVICE_H
+#define KILN_SRC_DEVICE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device memory. `ptr` is a host pointer on CPU and a CUdeviceptr on CUDA.
+ * `ready` is the backend's completion marker for the last write (a CUevent on
+ * CUDA, NULL when the data is known to be ready). */
+typedef struct kdev_buffer {
+  uintptr_t ptr;
+  size_t nbytes;
+  void *ready;
+  /* What queued the last write ("jit(f)"), named when waiting for it fails:
+   * asynchronous errors surface at the next wait. */
+  char origin[48];
+} kdev_buffer;
+
+/* How host data crosses to a device: through the device's pinned staging
+ * buffers (the default), or straight from pageable memory. */
+typedef enum kdev_copy_mode { KDEV_COPY_STAGED = 0, KDEV_COPY_DIRECT = 1 } kdev_copy_mode;
+
+/* What a backend does for one of its devices. Every function returns a status
+ * and sets the message (naming the device and the bytes) on failure. */
+typedef struct kdev_ops {
+  /* Out of memory is KILN_ERR_OUT_OF_MEMORY; the device stays usable. */
+  kiln_status (*alloc)(kiln_device *dev, size_t nbytes, kdev_buffer *out);
+  /* Frees once pending work on the buffer is done (stream-ordered). */
+  void (*release)(kiln_device *dev, kdev_buffer *buf);
+  /* Host -> device; may return before the copy ends (then sets buf->ready);
+   * src may be reused at once. */
+  kiln_status (*upload)(kiln_device *dev, kdev_buffer *dst, const void *src, size_t nbytes,
+                        kdev_copy_mode mode);
+  /* Device -> host; waits for pending writes and for the copy itself. */
+  kiln_status (*download)(kiln_device *dev, const kdev_buffer *src, void *dst, size_t nbytes,
+                          kdev_copy_mode mode);
+  /* Waits until the buffer's pending writes are done. */
+  kiln_status (*wait)(kiln_device *dev, const kdev_buffer *buf);
+  /* Copy between two devices of this backend (dst allocated by the caller). */
+  kiln_status (*copy)(kiln_device *dst_dev, kdev_buffer *dst, kiln_device *src_dev,
+                      const kdev_buffer *src, size_t nbytes);
+  kiln_status (*synchronize)(kiln_device *dev);
+} kdev_ops;
+
+typedef struct kdev_backend kdev_backend;
+
+struct kiln_device {
+  kiln_ctx *ctx;          /* opaque here: the runtime's */
+  kdev_backend *backend;  /* the backend that opened it */
+  int index;
+  const kdev_ops *ops;
+  void *impl; /* the backend's per-device state */
+  kiln_device_info info;
+  _Atomic uint64_t bytes_in_use;
+};
+
+/* One opened backend: what a backend's open function fills in (devices with
+ * their ops and impl, state, close) and what the arrays of its devices count
+ * on. The runtime keeps it inside the context. */
+struct kdev_backend {
+  kiln_backend kind; /* KILN_BACKEND_CPU or KILN_BACKEND_CUDA */
+  int num_devices;
+  kiln_device *devices;
+  void *state;
+  void (*close)(kdev_backend *b); /* frees the devices' impl, the devices and state */
+  _Atomic int64_t live_arrays;
+};
+
+/* Points every device at its backend and context and numbers them. */
+void kdev_backend_adopt(kdev_backend *b, kiln_ctx *ctx);
+
+/* An array: one buffer on one device, shared by reference count. */
+struct kiln_array {
+  _Atomic int refs;
+  _Atomic bool deleted;
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t size;
+  kiln_device *device;
+  kdev_buffer buf;
+};
+
+/* Allocates an array (buffer uninitialised). */
+kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                             const int64_t *shape, kiln_array **out);
+/* KILN_ERR_DELETED / KILN_ERR_ARGUMENT checks shared by array entry points. */
+kiln_status kdev_array_check(const char *op, const kiln_array *a);
+/* Moves donor's buffer to a new array of the given type (the same byte size)
+ * on the same device; donor is left deleted. Donation hands an input's
+ * memory to an output this way. */
+kiln_status kdev_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
+                                   const int64_t *shape, kiln_array **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
