@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/runtime.h"
+#include "kcache/kcache.h"
 
 #define KCACHE_FORMAT 1u
 #define KCACHE_HEADER 64u
