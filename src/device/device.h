@@ -59,6 +59,48 @@ typedef struct kdev_ops {
 
 typedef struct kdev_backend kdev_backend;
 
+/* ---- the backend interface: executables ----
+ * Besides its devices' ops, a backend may build executables of compiled
+ * programs (fused kernels, library calls, host steps). The runtime knows
+ * them only through this table. A backend runs an executable either on
+ * device arrays (`run`: it allocates outputs and consumes donated inputs
+ * itself, asynchronously) or on host views of them that the runtime prepares
+ * (`run_host`, for backends whose memory the host addresses). The IR types
+ * appear as incomplete structs: this level does not depend on the IR. */
+struct kir_program;
+struct kir_buffer;
+struct kir_eval_env;
+struct kcache;
+typedef struct kdev_exec kdev_exec; /* defined by each backend */
+
+typedef struct kdev_build {
+  const char *name;               /* "jit(f)": messages, dumps, the fault trail */
+  const struct kir_program *prog; /* after the passes; outlives the executable */
+  const bool *donated;            /* per invar */
+  /* The reference evaluators with the program's host callbacks, for the
+   * steps a backend runs on the host (copied by the backend). */
+  const struct kir_eval_env *env;
+  struct kcache *cache;       /* the context's kernel cache */
+  const kcore_config *config; /* dump dir, executor mode, matmul precision, log level */
+} kdev_build;
+
+typedef struct kdev_exec_ops {
+  /* Plans and compiles b->prog for dev. KILN_OK with *out NULL declines the
+   * program (no compiler, say): the runtime runs the reference executor. */
+  kiln_status (*build)(kiln_device *dev, const kdev_build *b, kdev_exec **out);
+  /* Exactly one of run / run_host is set. run: args are checked arrays on
+   * the device; outs receive new arrays; donated inputs are deleted. */
+  kiln_status (*run)(kdev_exec *x, struct kiln_array *const *args, struct kiln_array **outs);
+  /* run_host: in/out are host views of the invars and outvars, outputs
+   * already allocated. */
+  kiln_status (*run_host)(kdev_exec *x, const struct kir_buffer *in, struct kir_buffer *out);
+  /* run_host only: the donated invar whose memory output k takes (-1: none). */
+  int (*output_donor)(const kdev_exec *x, int k);
+  /* The plan, each step and every kernel source (malloc'ed). */
+  kiln_status (*describe)(const kdev_exec *x, char **text);
+  void (*free)(kdev_exec *x);
+} kdev_exec_ops;
+
 struct kiln_device {
   kiln_ctx *ctx;          /* opaque here: the runtime's */
   kdev_backend *backend;  /* the backend that opened it */
@@ -77,6 +119,7 @@ struct kdev_backend {
   int num_devices;
   kiln_device *devices;
   void *state;
+  const kdev_exec_ops *exec;      /* NULL: the reference executor runs everything */
   void (*close)(kdev_backend *b); /* frees the devices' impl, the devices and state */
   _Atomic int64_t live_arrays;
 };

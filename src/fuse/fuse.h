@@ -211,6 +211,23 @@ void kfuse_options_default(kfuse_options *o);
 kiln_status kfuse_plan_build(const kir_program *p, const kfuse_options *o, const bool *donated,
                              kfuse_plan **out);
 void kfuse_plan_free(kfuse_plan *plan);
+
+/* ---- running a plan on the host (group_eval.c), for every backend ---- */
+/* Host data of every constant and literal a plan's groups read or its
+ * program returns (data[v] per var; owned[v] when malloc'ed here). */
+typedef struct kfuse_consts {
+  int n;
+  void **data;
+  bool *owned;
+} kfuse_consts;
+kiln_status kfuse_consts_init(kfuse_consts *k, const kfuse_plan *plan, const kir_program *p);
+void kfuse_consts_free(kfuse_consts *k);
+/* The host address of value v (the group's inputs and materialised outputs). */
+typedef void *(*kfuse_addr_fn)(void *user, kir_vid v);
+/* Runs group g's equations one by one on env's evaluators (plain f32/f64
+ * GEMMs through CBLAS); values internal to the group live in temporaries. */
+kiln_status kfuse_eval_group(const kir_program *p, const kfuse_plan *plan, const kfuse_group *g,
+                             const kir_eval_env *env, kfuse_addr_fn addr, void *user);
 /* A readable rendering: one line per group with its kind, equations
  * (primitive names), inputs, outputs and their places; then the slots. */
 kiln_status kfuse_plan_print(const kfuse_plan *plan, const kir_program *p, char **text);

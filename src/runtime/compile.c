@@ -134,7 +134,8 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool f
   memset(p, 0, sizeof *p);
   krt_cost_program(c->p.prog, 1, &c->cost);
   krt_memory(c->p.prog, &c->memory);
-  if (fuse && (st = krt_fuse(c))) {
+  krt_reference_env(c, &c->env);
+  if (fuse && (st = krt_build_exec(c))) {
     *p = c->p; /* the caller still owns the program */
     memset(&c->p, 0, sizeof c->p);
   }
@@ -142,10 +143,8 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool f
 }
 
 void krt_compiled_release(kiln_compiled *c) {
-  krt_fused_free(c->fused);
-  c->fused = NULL;
-  krt_cuda_free(c->cuda);
-  c->cuda = NULL;
+  if (c->exec) c->exec_ops->free(c->exec);
+  c->exec = NULL;
   krt_program_free(&c->p);
 }
 

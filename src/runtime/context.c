@@ -48,7 +48,7 @@ void kiln_ctx_free(kiln_ctx *ctx) {
   if (live != 0)
     KRT_LOG(ctx, KILN_LOG_WARN, "kiln_ctx_free: %lld array(s) still alive; their buffers are lost",
             (long long)live);
-  krt_codegen_free(ctx->codegen);
+  krt_ctx_kcache_free(ctx);
   if (ctx->be.close) ctx->be.close(&ctx->be);
   kcore_config_free(&ctx->config);
   free(ctx);

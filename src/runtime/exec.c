@@ -6,6 +6,12 @@
 #include <string.h>
 #include "runtime/runtime.h"
 
+void krt_reference_env(const kiln_compiled *c, kir_eval_env *env) {
+  kir_eval_env_init(env, kir_reference_evals());
+  env->host_call = krt_host_call;
+  env->host_user = c->p.hosts;
+}
+
 kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
                                  kir_buffer *out) {
   const ktr_host_table *h = user;
@@ -153,7 +159,7 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
     /* Fused kernels write outputs as they go: only the planner knows which
      * donated input is dead by then. The reference executor writes outputs
      * last, so any donated input of the size will do. */
-    k->donor[i] = c->fused ? krt_fused_output_donor(c->fused, i) : krt_find_donor(k, nb, i);
+    k->donor[i] = c->exec ? c->exec_ops->output_donor(c->exec, i) : krt_find_donor(k, nb, i);
     bool host = krt_host_addressable(c->p.dev);
     if (k->donor[i] >= 0 && host) {
       k->out[i].data = (void *)k->args[k->donor[i]]->buf.ptr;
@@ -201,19 +207,14 @@ static kiln_status krt_execute_unranged(const kiln_compiled *c, kiln_array *cons
   krt_call k = {.c = c, .args = args, .outs = outs};
   for (int i = 0; i < c->p.n_out; i++) outs[i] = NULL;
   kiln_status st = krt_check_args(c, args);
-  if (!st && c->cuda) return krt_cuda_execute(c, args, outs);
+  if (!st && c->exec && c->exec_ops->run) return c->exec_ops->run(c->exec, args, outs);
   if (!st) st = krt_call_alloc(&k);
   if (!st) st = krt_stage_inputs(&k);
   if (!st) st = krt_prepare_outputs(&k);
-  if (!st && c->fused) {
-    st = krt_fused_run(c, k.in, k.out);
-  } else if (!st) {
-    kir_eval_env env;
-    kir_eval_env_init(&env, kir_reference_evals());
-    env.host_call = krt_host_call;
-    env.host_user = c->p.hosts;
-    st = kir_eval_program(&env, c->p.prog, k.in, k.out);
-  }
+  if (!st && c->exec)
+    st = c->exec_ops->run_host(c->exec, k.in, k.out);
+  else if (!st)
+    st = kir_eval_program(&c->env, c->p.prog, k.in, k.out);
   if (!st) st = krt_finish_outputs(&k);
   krt_call_free(&k, st != KILN_OK);
   return st;

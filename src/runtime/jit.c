@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cuda/cuda_backend.h"
 #include "runtime/runtime.h"
 #include "tree/tree.h"
 
@@ -335,7 +336,9 @@ kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
   if (!st) st = kir_cse(l->p.prog, &n);
   if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
   if (!st) st = kir_dce(l->p.prog, &n);
-  if (!st) st = krt_cuda_text(l->p.ctx, l->p.prog, l->p.donated, sm, text);
+  kcache *cache = NULL;
+  if (!st) st = krt_ctx_kcache(l->p.ctx, &cache);
+  if (!st) st = kcuda_lowered_text(&l->p.ctx->config, cache, l->p.prog, l->p.donated, sm, text);
   return st ? kcore_fail_wrap(st, "%s", op) : KILN_OK;
 }
 
@@ -350,8 +353,7 @@ void kiln_lowered_free(kiln_lowered *l) {
  * reference executor runs it. */
 kiln_status kiln_compiled_as_text(const kiln_compiled *c, char **text) {
   if (!c || !text) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_compiled_as_text: NULL argument");
-  if (c->cuda) return krt_cuda_exec_text(c->cuda, c->p.prog, text);
-  return c->fused ? krt_fused_text(c->fused, c->p.prog, text) : kir_print(c->p.prog, text);
+  return krt_exec_text(c, text);
 }
 
 kiln_status kiln_compiled_cost_analysis(const kiln_compiled *c, kiln_cost_analysis *out) {

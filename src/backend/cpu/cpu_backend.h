@@ -4,11 +4,21 @@
 #define KILN_SRC_BACKEND_CPU_H
 
 #include "device/device.h"
+#include "ir/ir.h"
 #include "kcache/kcache.h"
 
-/* Opens config->opts.num_cpu_devices virtual devices into b. On failure
- * nothing is left allocated. */
+/* Opens config->opts.num_cpu_devices virtual devices into b, with the
+ * executables of the C target. On failure nothing is left allocated. */
 kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b);
+
+/* ==== executables (exec.c) ==== */
+/* The backend's state: the host compiler and threads, made on first use. */
+typedef struct kcpu_state kcpu_state;
+kiln_status kcpu_state_new(int threads, kcpu_state **out);
+void kcpu_state_free(kcpu_state *s);
+/* The C target's executables, run on host views (run_host). */
+extern const kdev_exec_ops kcpu_exec_ops;
+/* ==== end of executables ==== */
 
 /* Buffers are aligned for the widest vector loads the C target emits. */
 #define KCPU_ALIGNMENT 64

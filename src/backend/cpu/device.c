@@ -92,6 +92,8 @@ static const kdev_ops kcpu_ops = {
 };
 
 static void kcpu_backend_close(kdev_backend *b) {
+  kcpu_state_free(b->state);
+  b->state = NULL;
   for (int i = 0; i < b->num_devices; i++) free(b->devices[i].impl);
   free(b->devices);
   b->devices = NULL;
@@ -135,5 +137,10 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   b->num_devices = n;
   b->kind = KILN_BACKEND_CPU;
   b->close = kcpu_backend_close;
-  return KILN_OK;
+  b->exec = &kcpu_exec_ops;
+  kcpu_state *state = NULL;
+  kiln_status st = kcpu_state_new(n > 0 ? devs[0].info.multiprocessors : 1, &state);
+  b->state = state;
+  if (st) kcpu_backend_close(b);
+  return st;
 }

@@ -25,6 +25,17 @@
  * is left allocated. */
 kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b);
 
+/* ==== executables (exec.c) ====
+ * Fused CUDA kernels, cuBLASLt matmuls and host steps, run on device arrays
+ * (the interface's `run`): see exec.c for the contract. */
+extern const kdev_exec_ops kcuda_exec_ops;
+/* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
+ * by NVRTC to a cubin through `cache` (no device needed): the plan and the
+ * sources (malloc'ed). */
+kiln_status kcuda_lowered_text(const kcore_config *config, kcache *cache, const kir_program *p,
+                               const bool *donated, int sm, char **text);
+/* ==== end of executables ==== */
+
 /* The oldest driver kiln runs on (cuGetProcAddress_v2 and the stream-ordered
  * allocator as used here are both there from 12.0). */
 #define KCUDA_MIN_DRIVER_VERSION 12000

@@ -1,25 +1,17 @@
-/* What both fused executors share: constants' host data, and running a
- * group's equations one by one on the reference evaluators (groups the
- * emitter declines, OPAQUE groups, and on the CPU the DOT groups). */
+/* What every backend's executor of a plan shares: constants' host data, and
+ * running a group's equations one by one on the reference evaluators (groups
+ * the emitter declines, OPAQUE groups, and on the CPU the DOT groups). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fuse/fuse.h"
-#include "runtime/runtime.h"
-
-void krt_reference_env(const kiln_compiled *c, kir_eval_env *env) {
-  kir_eval_env_init(env, kir_reference_evals());
-  env->host_call = krt_host_call;
-  env->host_user = c->p.hosts;
-}
 
 /* ---- constants ---- */
 
 /* Host data of constant or literal v. */
-static kiln_status krt_const_one(krt_consts *k, const kir_program *p, kir_vid v) {
+static kiln_status kfuse_const_one(kfuse_consts *k, const kir_program *p, kir_vid v) {
   const kir_var *var = &p->vars[v];
-  if (k->data[v] || (var->kind != KIR_VAR_CONSTVAR && var->kind != KIR_VAR_LITERAL))
-    return KILN_OK;
+  if (k->data[v] || (var->kind != KIR_VAR_CONSTVAR && var->kind != KIR_VAR_LITERAL)) return KILN_OK;
   size_t nb = (size_t)kir_aval_size(&var->aval) * kiln_dtype_size(var->aval.dtype);
   if (var->kind == KIR_VAR_CONSTVAR && var->u.constant.source == KIR_CONST_HOST) {
     k->data[v] = (void *)var->u.constant.host;
@@ -39,7 +31,7 @@ static kiln_status krt_const_one(krt_consts *k, const kir_program *p, kir_vid v)
                     kir_aval_str(&var->aval, t, sizeof t));
 }
 
-kiln_status krt_consts_init(krt_consts *k, const struct kfuse_plan *plan, const kir_program *p) {
+kiln_status kfuse_consts_init(kfuse_consts *k, const kfuse_plan *plan, const kir_program *p) {
   k->n = p->n_vars;
   k->data = calloc((size_t)(k->n ? k->n : 1), sizeof *k->data);
   k->owned = calloc((size_t)(k->n ? k->n : 1), sizeof *k->owned);
@@ -47,12 +39,12 @@ kiln_status krt_consts_init(krt_consts *k, const struct kfuse_plan *plan, const 
   kiln_status st = KILN_OK;
   for (int g = 0; g < plan->n_groups && !st; g++)
     for (int i = 0; i < plan->groups[g].n_in && !st; i++)
-      st = krt_const_one(k, p, plan->groups[g].in[i]);
-  for (int o = 0; o < p->n_outvars && !st; o++) st = krt_const_one(k, p, p->outvars[o]);
+      st = kfuse_const_one(k, p, plan->groups[g].in[i]);
+  for (int o = 0; o < p->n_outvars && !st; o++) st = kfuse_const_one(k, p, p->outvars[o]);
   return st;
 }
 
-void krt_consts_free(krt_consts *k) {
+void kfuse_consts_free(kfuse_consts *k) {
   for (int v = 0; k->owned && v < k->n; v++)
     if (k->owned[v]) free(k->data[v]);
   free(k->data);
@@ -62,7 +54,7 @@ void krt_consts_free(krt_consts *k) {
 
 /* ---- a group on the reference evaluators ---- */
 
-static kir_buffer krt_buffer_of(const kir_program *p, kir_vid v, void *data) {
+static kir_buffer kfuse_buffer_of(const kir_program *p, kir_vid v, void *data) {
   const kir_aval *a = kir_var_aval(p, v);
   return (kir_buffer){*a, data, (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype)};
 }
@@ -70,28 +62,28 @@ static kir_buffer krt_buffer_of(const kir_program *p, kir_vid v, void *data) {
 /* The shape of a dot_general that is a plain row-major (batched) GEMM:
  * lhs [b..., m, k] x rhs [b..., k, n] in f32 or f64, batch dimensions
  * leading and in order, the result in the operands' dtype. */
-typedef struct krt_gemm {
+typedef struct kfuse_gemm {
   int64_t batch, m, n, k;
   kiln_dtype dtype;
-} krt_gemm;
+} kfuse_gemm;
 
-static bool krt_dims_are(const kir_dims *d, int first, int n) {
+static bool kfuse_dims_are(const kir_dims *d, int first, int n) {
   if (d->n != n) return false;
   for (int i = 0; i < n; i++)
     if (d->v[i] != first + i) return false;
   return true;
 }
 
-static bool krt_plain_gemm(const kir_program *p, const kir_eqn *e, krt_gemm *g) {
+static bool kfuse_plain_gemm(const kir_program *p, const kir_eqn *e, kfuse_gemm *g) {
   const kir_aval *a = kir_var_aval(p, e->in[0]), *b = kir_var_aval(p, e->in[1]);
   const kir_dot_dims *d = &e->params.dot.dimension_numbers;
   kiln_dtype pref = e->params.dot.preferred_element_type;
   int nb = d->lhs_batch.n;
   if ((a->dtype != KILN_F32 && a->dtype != KILN_F64) || b->dtype != a->dtype ||
-      (pref != KILN_INVALID_DTYPE && pref != a->dtype) || a->rank != nb + 2 ||
-      b->rank != nb + 2 || !krt_dims_are(&d->lhs_batch, 0, nb) ||
-      !krt_dims_are(&d->rhs_batch, 0, nb) || !krt_dims_are(&d->lhs_contracting, nb + 1, 1) ||
-      !krt_dims_are(&d->rhs_contracting, nb, 1))
+      (pref != KILN_INVALID_DTYPE && pref != a->dtype) || a->rank != nb + 2 || b->rank != nb + 2 ||
+      !kfuse_dims_are(&d->lhs_batch, 0, nb) || !kfuse_dims_are(&d->rhs_batch, 0, nb) ||
+      !kfuse_dims_are(&d->lhs_contracting, nb + 1, 1) ||
+      !kfuse_dims_are(&d->rhs_contracting, nb, 1))
     return false;
   g->batch = 1;
   for (int i = 0; i < nb; i++) g->batch *= a->shape[i];
@@ -106,7 +98,7 @@ static bool krt_plain_gemm(const kir_program *p, const kir_eqn *e, krt_gemm *g) 
 /* A plain GEMM straight through CBLAS: the reference evaluator also
  * emulates XLA:CPU's flushing of subnormal operands, which costs passes
  * over the data and changes nothing beyond tolerance. */
-static void krt_run_gemm(const krt_gemm *g, const void *a, const void *b, void *c) {
+static void kfuse_run_gemm(const kfuse_gemm *g, const void *a, const void *b, void *c) {
   int m = (int)g->m, n = (int)g->n, k = (int)g->k;
   for (int64_t i = 0; i < g->batch; i++) {
     if (g->dtype == KILN_F32)
@@ -120,23 +112,23 @@ static void krt_run_gemm(const krt_gemm *g, const void *a, const void *b, void *
   }
 }
 
-typedef struct krt_group_run {
+typedef struct kfuse_group_run {
   const kir_program *p;
-  const struct kfuse_plan *plan;
+  const kfuse_plan *plan;
   const kir_eval_env *env;
-  krt_addr_fn addr;
+  kfuse_addr_fn addr;
   void *user;
   void **temp; /* values internal to the group (place NONE) */
-} krt_group_run;
+} kfuse_group_run;
 
-static char krt_empty[1]; /* the address of zero-size data */
+static char kfuse_empty[1]; /* the address of zero-size data */
 
-static void *krt_where(const krt_group_run *r, kir_vid v) {
+static void *kfuse_where(const kfuse_group_run *r, kir_vid v) {
   void *a = r->temp[v] ? r->temp[v] : r->addr(r->user, v);
-  return a ? a : krt_empty;
+  return a ? a : kfuse_empty;
 }
 
-static kiln_status krt_run_eqn(krt_group_run *r, int index) {
+static kiln_status kfuse_run_eqn(kfuse_group_run *r, int index) {
   const kir_program *p = r->p;
   const kir_eqn *e = &p->eqns[index];
   kir_eval_fn fn = r->env->table->fn[e->prim];
@@ -148,33 +140,32 @@ static kiln_status krt_run_eqn(krt_group_run *r, int index) {
   kir_buffer *b = n <= 16 ? small : malloc((size_t)n * sizeof *b);
   if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   kiln_status st = KILN_OK;
-  for (int i = 0; i < e->n_in; i++) b[i] = krt_buffer_of(p, e->in[i], krt_where(r, e->in[i]));
+  for (int i = 0; i < e->n_in; i++) b[i] = kfuse_buffer_of(p, e->in[i], kfuse_where(r, e->in[i]));
   for (int i = 0; i < e->n_out && !st; i++) {
     kir_vid v = e->out[i];
     kir_buffer *o = &b[e->n_in + i];
-    *o = krt_buffer_of(p, v, NULL);
+    *o = kfuse_buffer_of(p, v, NULL);
     if (r->plan->places[v].home != KFUSE_HOME_NONE)
-      o->data = krt_where(r, v);
+      o->data = kfuse_where(r, v);
     else if (!(o->data = r->temp[v] = malloc(o->nbytes + 1)))
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   }
-  krt_gemm gemm;
-  if (!st && e->prim == KIR_PRIM_DOT_GENERAL && krt_plain_gemm(p, e, &gemm))
-    krt_run_gemm(&gemm, b[0].data, b[1].data, b[2].data);
+  kfuse_gemm gemm;
+  if (!st && e->prim == KIR_PRIM_DOT_GENERAL && kfuse_plain_gemm(p, e, &gemm))
+    kfuse_run_gemm(&gemm, b[0].data, b[1].data, b[2].data);
   else if (!st && (st = fn(e, b, b + e->n_in, (void *)r->env)))
     kcore_fail_wrap(st, "equation %d (%s)", index, kir_prim_name(e->prim));
   if (b != small) free(b);
   return st;
 }
 
-kiln_status krt_eval_group(const kir_program *p, const struct kfuse_plan *plan,
-                           const struct kfuse_group *g, const kir_eval_env *env, krt_addr_fn addr,
-                           void *user) {
-  krt_group_run r = {p, plan, env, addr, user, NULL};
+kiln_status kfuse_eval_group(const kir_program *p, const kfuse_plan *plan, const kfuse_group *g,
+                             const kir_eval_env *env, kfuse_addr_fn addr, void *user) {
+  kfuse_group_run r = {p, plan, env, addr, user, NULL};
   if (!(r.temp = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *r.temp)))
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   kiln_status st = KILN_OK;
-  for (int k = 0; k < g->n_eqns && !st; k++) st = krt_run_eqn(&r, g->eqns[k]);
+  for (int k = 0; k < g->n_eqns && !st; k++) st = kfuse_run_eqn(&r, g->eqns[k]);
   for (int v = 0; v < p->n_vars; v++) free(r.temp[v]);
   free(r.temp);
   return st;
