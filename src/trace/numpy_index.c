@@ -30,11 +30,7 @@ static bool ktr_np_take_args(kiln_trace *t, const char *op, kiln_val *x, kiln_va
     ktr_fail(t, KILN_ERR_OUT_OF_RANGE);
     return false;
   }
-  if (kiln_dtype_is_integer(ktr_aval(idx)->dtype)) return true;
-  char ty[KIR_AVAL_STR_CAP];
-  ktr_failf(t, KILN_ERR_DTYPE, "%s: indices must be integers, got %s", op,
-            kir_aval_str(ktr_aval(idx), ty, sizeof ty));
-  return false;
+  return ktr_int_indices(t, op, idx);
 }
 
 /* Indices outside [-n, n) (bool, the indices' shape). */

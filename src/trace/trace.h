@@ -118,6 +118,9 @@ kiln_status ktr_axis(const char *op, int axis, int rank, int *out);
 void ktr_aval_export(const kir_aval *in, kiln_aval *out);
 kir_aval ktr_aval_import(const kiln_aval *in);
 
+/* True if idx has an integer dtype; else the trace fails naming op. */
+bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx);
+
 /* ---- helpers of the numpy-level files (numpy_*.c) ---- */
 /* Marks the axes a numpy reduction names (n = KILN_ALL_AXES: all); false
  * with the trace failed on a bad axis. */
