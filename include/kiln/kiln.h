@@ -8,6 +8,9 @@
 #include "kiln/device.h"
 #include "kiln/array.h"
 #include "kiln/tree.h"
+#include "kiln/trace.h"
+#include "kiln/jit.h"
+#include "kiln/numpy.h"
 
 #ifdef __cplusplus
 extern "C" {
