@@ -13,6 +13,7 @@
 #include "kiln/array.h"
 #include "kiln/dtype.h"
 #include "kiln/status.h"
+#include "kiln/tree.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,6 +62,26 @@ kiln_status kiln_host_data_batch(const kiln_host_data *src, const int64_t *order
 
 /* A copy of d as a kiln_array on dev. */
 kiln_status kiln_host_data_to_array(const kiln_host_data *d, kiln_device *dev, kiln_array **out);
+
+/* ---- checkpoints: pytrees of arrays as safetensors files ---- */
+
+/* Saves every leaf of tree (all must be arrays: params, optimizer state, the
+ * step, a PRNG key, ...) as one safetensors tensor named by its key path as
+ * jax.tree_util.keystr writes it ("['params']['w']"), in flatten order,
+ * dtypes as safetensors names them (F32, BF16, I32, U32, ...);
+ * __metadata__ holds {"format": "kiln", "treedef": <the structure>}. The
+ * file is written to "<path>.tmp.<pid>", fsynced and renamed over path (then
+ * the directory fsynced), so a failure or a crash mid-write leaves any
+ * previous checkpoint at path intact and no temporary file behind. */
+kiln_status kiln_checkpoint_save(const char *path, const kiln_tree *tree);
+
+/* Restores a checkpoint into a tree of the same structure as `expected`
+ * (whose array leaves give the names, shapes and dtypes to check; their
+ * values are not used), with new arrays on dev. A missing tensor, a shape or
+ * dtype mismatch, or a tensor the expected tree lacks is KILN_ERR_TREE naming
+ * the first offending key path; a malformed file is KILN_ERR_IO. */
+kiln_status kiln_checkpoint_restore(const char *path, const kiln_tree *expected, kiln_device *dev,
+                                    kiln_tree **out);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,26 @@ kiln_status kdata_alloc(const char *op, kiln_dtype dtype, int rank, const int64_
 /* Reverses each `size`-byte element of buf in place (big/little endian). */
 void kdata_swap_bytes(void *buf, size_t count, size_t size);
 
+/* ---- safetensors (st_header.c) ---- */
+
+/* safetensors' dtype name ("F32", "BF16", ...), NULL for none. */
+const char *kdata_st_dtype_name(kiln_dtype d);
+
+typedef struct kdata_st_entry {
+  char *name;
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  uint64_t begin, end; /* data_offsets, relative to the end of the header */
+  unsigned has;        /* parse state: which of dtype, shape, offsets were seen */
+} kdata_st_entry;
+
+/* Parses a header's JSON (len bytes) into its tensors, in file order;
+ * __metadata__ is skipped. A malformed header is KILN_ERR_IO naming path. */
+kiln_status kdata_st_parse(const char *path, const char *json, size_t len, kdata_st_entry **out,
+                           size_t *n);
+void kdata_st_free(kdata_st_entry *e, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
