@@ -9,6 +9,7 @@
 #include "kiln/array.h"
 #include "kiln/tree.h"
 #include "kiln/data.h"
+#include "kiln/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
