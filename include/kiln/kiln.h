@@ -10,6 +10,7 @@
 #include "kiln/tree.h"
 #include "kiln/data.h"
 #include "kiln/optim.h"
+#include "kiln/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
