@@ -12,30 +12,11 @@
 
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "train_support.h"
 #include "kiln/nn.h"
 
 namespace {
 
-std::map<std::string, std::vector<float>> load_golden() {
-  std::map<std::string, std::vector<float>> out;
-  std::ifstream in(std::string(KILN_GOLDEN_DIR) + "/nn.txt");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    size_t colon = line.find(" : ");
-    std::istringstream ss(line.substr(colon + 3));
-    std::string h;
-    std::vector<float> v;
-    while (ss >> h) {
-      uint32_t bits = static_cast<uint32_t>(std::stoul(h, nullptr, 16));
-      float f;
-      std::memcpy(&f, &bits, 4);
-      v.push_back(f);
-    }
-    out[line.substr(0, colon)] = v;
-  }
-  return out;
-}
 
 using Body = std::function<kiln_val *(kiln_trace *, const std::vector<kiln_val *> &)>;
 
@@ -47,29 +28,12 @@ kiln_tree *run_body(kiln_trace *t, const kiln_tree *args, void *user) {
   return v ? kiln_tree_val(v) : nullptr;
 }
 
-class Nn : public ::testing::Test {
+class Nn : public CpuFixture {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-    ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-    g = load_golden();
+    CpuFixture::SetUp();
+    g = load_hex_golden("nn.txt");
     ASSERT_FALSE(g.empty()) << "missing tests/golden/nn.txt";
-  }
-  void TearDown() override { kiln_ctx_free(ctx); }
-
-  kiln_tree *array(kiln_dtype dt, const void *v, std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev, dt, static_cast<int>(shape.size()), shape.data(), v,
-                                   static_cast<size_t>(n) * kiln_dtype_size(dt), &a),
-              KILN_OK);
-    kiln_tree *t = kiln_tree_array(a);
-    kiln_array_release(a);
-    return t;
   }
   kiln_tree *key(uint32_t seed) {
     uint32_t k[2] = {0, seed};
@@ -102,8 +66,6 @@ class Nn : public ::testing::Test {
     return kiln_tree_dict(2, keys, kids);
   }
 
-  kiln_ctx *ctx = nullptr;
-  kiln_device *dev = nullptr;
   std::map<std::string, std::vector<float>> g;
 };
 
@@ -113,11 +75,6 @@ void expect_bits(const std::vector<float> &got, const std::vector<float> &want, 
   for (size_t i = 0; i < got.size() && i < 4; i++) EXPECT_EQ(got[i], want[i]) << w << " at " << i;
 }
 
-void expect_close(const std::vector<float> &got, const std::vector<float> &want, const std::string &w) {
-  ASSERT_EQ(got.size(), want.size()) << w;
-  for (size_t i = 0; i < got.size(); i++)
-    EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-6 * std::fabs(want[i])) << w << " at " << i;
-}
 
 TEST_F(Nn, InitializersAreJaxsBitForBit) {
   for (uint32_t seed : {0u, 1u, 42u}) {

@@ -12,31 +12,12 @@
 
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "train_support.h"
 #include "kiln/optim.h"
 
 namespace {
 
 // tests/golden/optim.txt, records keyed by their leading words.
-std::map<std::string, std::vector<float>> load_golden() {
-  std::map<std::string, std::vector<float>> out;
-  std::ifstream in(std::string(KILN_GOLDEN_DIR) + "/optim.txt");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    size_t colon = line.find(" : ");
-    std::vector<float> v;
-    std::istringstream ss(line.substr(colon + 3));
-    std::string h;
-    while (ss >> h) {
-      uint32_t bits = static_cast<uint32_t>(std::stoul(h, nullptr, 16));
-      float f;
-      std::memcpy(&f, &bits, 4);
-      v.push_back(f);
-    }
-    out[line.substr(0, colon)] = v;
-  }
-  return out;
-}
 
 int only_w(const kiln_path *p, void *) {
   return p->len == 1 && p->keys[0].name && std::strcmp(p->keys[0].name, "w") == 0;
@@ -91,34 +72,17 @@ kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_tuple(2, kids);
 }
 
-class Optim : public ::testing::Test {
+class Optim : public CpuFixture {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-    ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-    golden = load_golden();
+    CpuFixture::SetUp();
+    golden = load_hex_golden("optim.txt");
     ASSERT_FALSE(golden.empty()) << "missing tests/golden/optim.txt";
-  }
-  void TearDown() override { kiln_ctx_free(ctx); }
-
-  kiln_tree *array(const float *v, std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, static_cast<int>(shape.size()), shape.data(), v,
-                                   static_cast<size_t>(n) * 4, &a),
-              KILN_OK);
-    kiln_tree *t = kiln_tree_array(a);
-    kiln_array_release(a);
-    return t;
   }
   // {'b': f32[3], 'w': f32[2,3]} from 9 values, b first (flatten order).
   kiln_tree *params_tree(const std::vector<float> &v) {
     const char *keys[2] = {"b", "w"};
-    kiln_tree *kids[2] = {array(v.data(), {3}), array(v.data() + 3, {2, 3})};
+    kiln_tree *kids[2] = {array(KILN_F32, v.data(), {3}), array(KILN_F32, v.data() + 3, {2, 3})};
     return kiln_tree_dict(2, keys, kids);
   }
   static std::vector<float> values(const kiln_tree *t) {
@@ -135,17 +99,10 @@ class Optim : public ::testing::Test {
     return out;
   }
 
-  kiln_ctx *ctx = nullptr;
-  kiln_device *dev = nullptr;
   std::map<std::string, std::vector<float>> golden;
 };
 
 // JAX's float32 tolerance, relative, with an absolute floor for values near 0.
-void expect_close(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); i++)
-    EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-6 * std::fabs(want[i])) << what << " element " << i;
-}
 
 TEST_F(Optim, EveryOptimizerMatchesOptaxStepByStep) {
   for (auto &[name, opt] : optimizers()) {
@@ -247,7 +204,7 @@ TEST_F(Optim, GradsOfAnotherStructureAreATreeError) {
   ASSERT_EQ(kiln_jit_call(ji, params, &state), KILN_OK) << kiln_last_error();
   const float g[3] = {1, 2, 3};
   const char *k = "b";
-  kiln_tree *gb = array(g, {3});
+  kiln_tree *gb = array(KILN_F32, g, {3});
   kiln_tree *kids[3] = {state, kiln_tree_dict(1, &k, &gb), params};
   kiln_tree *args = kiln_tree_tuple(3, kids);
   kiln_tree *out = nullptr;

@@ -19,6 +19,17 @@ kiln_status kdata_read_file(const char *op, const char *path, unsigned char **bu
 kiln_status kdata_alloc(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,
                         kiln_host_data *out);
 
+/* Parses a whole file's bytes into out (a format's reader). */
+typedef kiln_status (*kdata_parse_fn)(const char *path, const unsigned char *b, size_t len,
+                                      kiln_host_data *out);
+/* Reads path (through kdata_read_file) and parses it. */
+kiln_status kdata_load(const char *op, const char *path, kdata_parse_fn parse, kiln_host_data *out);
+/* Copies the data section (got bytes) into out, allocated by kdata_alloc,
+ * byte-swapping each element when swap; a size other than out's is
+ * KILN_ERR_IO (truncated or trailing bytes) and frees out. */
+kiln_status kdata_fill(const char *op, const char *path, const unsigned char *data, size_t got,
+                       int swap, kiln_host_data *out);
+
 /* Reverses each `size`-byte element of buf in place (big/little endian). */
 void kdata_swap_bytes(void *buf, size_t count, size_t size);
 

@@ -80,6 +80,33 @@ kiln_status kdata_read_file(const char *op, const char *path, unsigned char **bu
   return KILN_OK;
 }
 
+kiln_status kdata_load(const char *op, const char *path, kdata_parse_fn parse, kiln_host_data *out) {
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
+  unsigned char *buf;
+  size_t len;
+  kiln_status s = kdata_read_file(op, path, &buf, &len);
+  if (s != KILN_OK) return s;
+  s = parse(path, buf, len, out);
+  free(buf);
+  return s;
+}
+
+kiln_status kdata_fill(const char *op, const char *path, const unsigned char *data, size_t got,
+                       int swap, kiln_host_data *out) {
+  if (got != out->nbytes) {
+    char t[160];
+    size_t need = out->nbytes;
+    kcore_format_type(out->dtype, out->rank, out->shape, t, sizeof t);
+    kiln_host_data_free(out);
+    return kcore_fail(KILN_ERR_IO, "%s: '%s': %s needs %zu data bytes, the file has %zu (%s)", op,
+                      path, t, need, got, got < need ? "truncated" : "trailing bytes");
+  }
+  memcpy(out->data, data, got);
+  size_t es = kiln_dtype_size(out->dtype);
+  if (swap && es > 1) kdata_swap_bytes(out->data, got / es, es);
+  return KILN_OK;
+}
+
 kiln_status kiln_host_data_to_array(const kiln_host_data *d, kiln_device *dev, kiln_array **out) {
   if (!d || !d->data || !dev || !out)
     return kcore_fail(KILN_ERR_ARGUMENT, "kiln_host_data_to_array: d, its data, dev or out is NULL");

@@ -41,27 +41,9 @@ static kiln_status idx_parse(const char *path, const unsigned char *b, size_t le
   }
   kiln_status s = kdata_alloc(OP, dtype, rank, shape, out);
   if (s != KILN_OK) return s;
-  if (len - head != out->nbytes) {
-    char t[160];
-    kcore_format_type(dtype, rank, shape, t, sizeof t);
-    size_t need = out->nbytes, got = len - head;
-    kiln_host_data_free(out);
-    return kcore_fail(KILN_ERR_IO, "%s: '%s': %s needs %zu data bytes, the file has %zu (%s)", OP,
-                      path, t, need, got, got < need ? "truncated" : "trailing bytes");
-  }
-  memcpy(out->data, b + head, out->nbytes);
-  size_t es = kiln_dtype_size(dtype);
-  if (es > 1) kdata_swap_bytes(out->data, out->nbytes / es, es); /* big-endian on disk */
-  return KILN_OK;
+  return kdata_fill(OP, path, b + head, len - head, 1, out); /* big-endian on disk */
 }
 
 kiln_status kiln_load_idx(const char *path, kiln_host_data *out) {
-  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", OP);
-  unsigned char *buf;
-  size_t len;
-  kiln_status s = kdata_read_file(OP, path, &buf, &len);
-  if (s != KILN_OK) return s;
-  s = idx_parse(path, buf, len, out);
-  free(buf);
-  return s;
+  return kdata_load(OP, path, idx_parse, out);
 }

@@ -103,28 +103,9 @@ static kiln_status npy_parse(const char *path, const unsigned char *b, size_t le
   free(h);
   if (s != KILN_OK) return s;
   if ((s = kdata_alloc(OP, dtype, rank, shape, out)) != KILN_OK) return s;
-  size_t got = len - pre - hlen;
-  if (got != out->nbytes) {
-    char t[160];
-    size_t need = out->nbytes;
-    kiln_host_data_free(out);
-    return kcore_fail(KILN_ERR_IO, "%s: '%s': %s needs %zu data bytes, the file has %zu (%s)", OP,
-                      path, kcore_format_type(dtype, rank, shape, t, sizeof t), need, got,
-                      got < need ? "truncated" : "trailing bytes");
-  }
-  memcpy(out->data, b + pre + hlen, got);
-  size_t es = kiln_dtype_size(dtype);
-  if (swap && es > 1) kdata_swap_bytes(out->data, got / es, es);
-  return KILN_OK;
+  return kdata_fill(OP, path, b + pre + hlen, len - pre - hlen, swap, out);
 }
 
 kiln_status kiln_load_npy(const char *path, kiln_host_data *out) {
-  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", OP);
-  unsigned char *buf;
-  size_t len;
-  kiln_status s = kdata_read_file(OP, path, &buf, &len);
-  if (s != KILN_OK) return s;
-  s = npy_parse(path, buf, len, out);
-  free(buf);
-  return s;
+  return kdata_load(OP, path, npy_parse, out);
 }
