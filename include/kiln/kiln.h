@@ -11,6 +11,9 @@
 #include "kiln/trace.h"
 #include "kiln/jit.h"
 #include "kiln/numpy.h"
+#include "kiln/data.h"
+#include "kiln/optim.h"
+#include "kiln/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
