@@ -240,6 +240,138 @@ TEST(Autodiff, BinaryJvpAndVjpMatchJaxWithBroadcasting) {
   }
 }
 
+// ---- structural primitives, reductions, selection, dot_general ----
+
+using XFn = kiln_val *(*)(kiln_trace *, kiln_val *);
+
+kiln_val *Idx(kiln_trace *t) {  // [2, 0, 2] = (2 iota + 2) mod 4
+  int64_t n = 3;
+  kiln_val *i = kiln_iota(t, KILN_I32, 1, &n, 0);
+  i = kiln_add(t, kiln_mul(t, i, kiln_scalar(t, KILN_I32, 2)), kiln_scalar(t, KILN_I32, 2));
+  return kiln_rem(t, i, kiln_scalar(t, KILN_I32, 4));
+}
+
+kiln_val *Dot(kiln_trace *t, kiln_val *a, kiln_val *b, std::vector<int> lc, std::vector<int> rc,
+              std::vector<int> lb, std::vector<int> rb) {
+  kiln_dot_dims d{};
+  d.n_contract = (int)lc.size();
+  for (size_t i = 0; i < lc.size(); i++) d.lhs_contract[i] = lc[i], d.rhs_contract[i] = rc[i];
+  d.n_batch = (int)lb.size();
+  for (size_t i = 0; i < lb.size(); i++) d.lhs_batch[i] = lb[i], d.rhs_batch[i] = rb[i];
+  return kiln_dot_general(t, a, b, &d, KILN_INVALID_DTYPE);
+}
+
+kiln_val *F32(kiln_trace *t, double v) { return kiln_scalar(t, KILN_F32, v); }
+kiln_val *I32(kiln_trace *t, double v) { return kiln_scalar(t, KILN_I32, v); }
+
+const std::map<std::string, XFn> &StructOps() {
+  static const std::map<std::string, XFn> m = {
+      {"broadcast_in_dim", [](kiln_trace *t, kiln_val *x) {
+         int64_t s[3] = {2, 3, 4};
+         return kiln_broadcast_to(t, x, 3, s); }},
+      {"broadcast_size1", [](kiln_trace *t, kiln_val *x) {
+         int64_t s[2] = {3, 4};
+         return kiln_broadcast_to(t, x, 2, s); }},
+      {"reshape", [](kiln_trace *t, kiln_val *x) {
+         int64_t s[2] = {2, 6};
+         return kiln_reshape(t, x, 2, s); }},
+      {"transpose", [](kiln_trace *t, kiln_val *x) {
+         int p[3] = {2, 0, 1};
+         return kiln_transpose(t, x, p); }},
+      {"squeeze", [](kiln_trace *t, kiln_val *x) {
+         int d = 1;
+         return kiln_squeeze(t, x, 1, &d); }},
+      {"expand_dims", [](kiln_trace *t, kiln_val *x) {
+         int d[2] = {0, 2};
+         return kiln_expand_dims(t, x, 2, d); }},
+      {"rev", [](kiln_trace *t, kiln_val *x) {
+         int d = 1;
+         return kiln_rev(t, x, 1, &d); }},
+      {"slice", [](kiln_trace *t, kiln_val *x) {
+         int64_t lo[2] = {0, 1}, hi[2] = {5, 4}, st[2] = {2, 1};
+         return kiln_slice(t, x, lo, hi, st); }},
+      {"pad", [](kiln_trace *t, kiln_val *x) {
+         int64_t lo[2] = {1, 0}, hi[2] = {0, 2}, in[2] = {1, 0};
+         return kiln_pad(t, x, F32(t, 0.5), lo, hi, in); }},
+      {"pad_value", [](kiln_trace *t, kiln_val *x) {
+         int64_t z[2] = {0, 0}, o[2] = {1, 1}, lo[2] = {1, 2}, hi[2] = {-1, 0}, in[2] = {0, 1};
+         kiln_val *v = kiln_reshape(t, kiln_slice(t, x, z, o, nullptr), 0, nullptr);
+         return kiln_pad(t, x, v, lo, hi, in); }},
+      {"concatenate", [](kiln_trace *t, kiln_val *x) {
+         int64_t z[2] = {0, 0}, hi[2] = {3, 1};
+         kiln_val *xs[3] = {x, kiln_mul(t, x, F32(t, 2)), kiln_slice(t, x, z, hi, nullptr)};
+         return kiln_concatenate(t, 3, xs, 1); }},
+      {"dynamic_slice", [](kiln_trace *t, kiln_val *x) {
+         kiln_val *st[2] = {I32(t, 1), I32(t, 2)};
+         int64_t sz[2] = {2, 2};
+         return kiln_dynamic_slice(t, x, st, sz); }},
+      {"dynamic_update_slice", [](kiln_trace *t, kiln_val *x) {
+         int64_t z[2] = {0, 0}, hi[2] = {2, 3};
+         kiln_val *u = kiln_mul(t, kiln_slice(t, x, z, hi, nullptr), F32(t, 3));
+         kiln_val *st[2] = {I32(t, 2), I32(t, 1)};
+         return kiln_dynamic_update_slice(t, x, u, st); }},
+      {"gather", [](kiln_trace *t, kiln_val *x) { return kiln_take(t, x, Idx(t), 0); }},
+      {"gather_axis1", [](kiln_trace *t, kiln_val *x) { return kiln_take(t, x, Idx(t), 1); }},
+      {"scatter_add", [](kiln_trace *t, kiln_val *x) {
+         int64_t s[2] = {5, 4};
+         return kiln_scatter_add(t, kiln_full(t, KILN_F32, 2, s, 0), Idx(t), x, 0); }},
+      {"reduce_sum", [](kiln_trace *t, kiln_val *x) {
+         int a = 0;
+         return kiln_reduce_sum(t, x, 1, &a); }},
+      {"reduce_max", [](kiln_trace *t, kiln_val *x) {
+         int a = 1;
+         return kiln_reduce_max(t, x, 1, &a); }},
+      {"reduce_min", [](kiln_trace *t, kiln_val *x) {
+         int a = 0;
+         return kiln_reduce_min(t, x, 1, &a); }},
+      {"argmax", [](kiln_trace *t, kiln_val *x) {
+         int64_t s[2] = {3, 1};
+         kiln_val *i = kiln_convert(t, kiln_argmax(t, x, 1, KILN_I32), KILN_F32);
+         return kiln_mul(t, x, kiln_reshape(t, i, 2, s)); }},
+      {"cumsum", [](kiln_trace *t, kiln_val *x) { return kiln_cumsum(t, x, 1, 0); }},
+      {"cumsum_reverse", [](kiln_trace *t, kiln_val *x) { return kiln_cumsum(t, x, 0, 1); }},
+      {"select_n", [](kiln_trace *t, kiln_val *x) {
+         return kiln_where(t, kiln_gt(t, x, F32(t, 0)), kiln_mul(t, x, x), kiln_sin(t, x)); }},
+      {"clamp", [](kiln_trace *t, kiln_val *x) { return kiln_clamp(t, F32(t, -0.5), x, F32(t, 0.5)); }},
+      {"convert", [](kiln_trace *t, kiln_val *x) {
+         return kiln_add(t, x, kiln_convert(t, kiln_convert(t, x, KILN_I32), KILN_F32)); }},
+      {"dot_batch", [](kiln_trace *t, kiln_val *x) { return Dot(t, x, x, {2}, {2}, {0}, {0}); }},
+      {"dot_tn", [](kiln_trace *t, kiln_val *x) { return Dot(t, x, x, {0}, {0}, {}, {}); }},
+      {"dot_mixed", [](kiln_trace *t, kiln_val *x) {
+         int64_t z[3] = {0, 0, 0}, hi[3] = {1, 3, 4};
+         int d = 0;
+         kiln_val *x0 = kiln_squeeze(t, kiln_slice(t, x, z, hi, nullptr), 1, &d);
+         return Dot(t, x, x0, {1}, {0}, {}, {}); }},
+  };
+  return m;
+}
+
+kiln_tree *StructLoss(kiln_trace *t, const kiln_tree *a, void *u) {
+  return kiln_tree_val(SumAll(t, kiln_mul(t, ((XFn)u)(t, ArgVal(a, 0)), ArgVal(a, 1))));
+}
+kiln_tree *StructApply(kiln_trace *t, const kiln_tree *a, void *u) {
+  return kiln_tree_val(((XFn)u)(t, ArgVal(a, 0)));
+}
+
+TEST(Autodiff, StructuralReductionSelectionAndDotRulesMatchJax) {
+  Ctx c;
+  ASSERT_EQ(StructOps().size(), 28u);
+  for (const auto &[name, op] : StructOps()) {
+    SCOPED_TRACE(name);
+    Func loss(StructLoss, (void *)op, name.c_str()), apply(StructApply, (void *)op, name.c_str());
+    kiln_func *g = nullptr, *j = nullptr;
+    ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
+    ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
+    Func gf(g), jf(j);
+    kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, G(name, "x")), Leaf(c.dev, G(name, "c"))}));
+    if (out) ExpectNear(Values<float>(out), G(name, "vjp"), name + " vjp");
+    kiln_tree_free(out);
+    out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x"))}), Tuple({Leaf(c.dev, G(name, "t"))})}));
+    if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp"), name + " jvp");
+    kiln_tree_free(out);
+  }
+}
+
 kiln_tree *PowSum(kiln_trace *t, const kiln_tree *a, void *) {
   return kiln_tree_val(SumAll(t, kiln_pow(t, ArgVal(a, 0), ArgVal(a, 1))));
 }

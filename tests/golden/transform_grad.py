@@ -84,6 +84,54 @@ gx, gy = jax.grad(lambda x, y: jnp.sum(lax.pow(x, y)), argnums=(0, 1))(x0, y0)
 put("pow0", "vjp_x", gx); put("pow0", "vjp_y", gy)
 
 
+# Structural primitives, reductions, selection and dot_general: vjp against
+# a random cotangent and jvp against a random tangent of f(x).
+IDX = np.array([2, 0, 2], np.int32)
+STRUCT = {
+    "broadcast_in_dim": ((3, 4), lambda x: jnp.broadcast_to(x, (2, 3, 4))),
+    "broadcast_size1": ((3, 1), lambda x: jnp.broadcast_to(x, (3, 4))),
+    "reshape": ((3, 4), lambda x: x.reshape(2, 6)),
+    "transpose": ((2, 3, 4), lambda x: jnp.transpose(x, (2, 0, 1))),
+    "squeeze": ((3, 1, 4), lambda x: lax.squeeze(x, (1,))),
+    "expand_dims": ((3, 4), lambda x: lax.expand_dims(x, (0, 2))),
+    "rev": ((3, 4), lambda x: lax.rev(x, (1,))),
+    "slice": ((5, 4), lambda x: lax.slice(x, (0, 1), (5, 4), (2, 1))),
+    "pad": ((3, 4), lambda x: lax.pad(x, jnp.float32(0.5), ((1, 0, 1), (0, 2, 0)))),
+    "pad_value": ((3, 4), lambda x: lax.pad(x, x[0, 0], ((1, -1, 0), (2, 0, 1)))),
+    "concatenate": ((3, 4), lambda x: jnp.concatenate([x, 2 * x, x[:, :1]], axis=1)),
+    "dynamic_slice": ((5, 4), lambda x: lax.dynamic_slice(x, (1, 2), (2, 2))),
+    "dynamic_update_slice": ((5, 4), lambda x: lax.dynamic_update_slice(x, x[:2, :3] * 3, (2, 1))),
+    "gather": ((4, 3), lambda x: jnp.take(x, IDX, axis=0)),
+    "gather_axis1": ((3, 4), lambda x: jnp.take(x, IDX, axis=1)),
+    "scatter_add": ((3, 4), lambda x: jnp.zeros((5, 4), jnp.float32).at[IDX].add(x)),
+    "reduce_sum": ((3, 4), lambda x: jnp.sum(x, axis=0)),
+    "reduce_max": ((3, 4), lambda x: jnp.max(x, axis=1)),
+    "reduce_min": ((3, 4), lambda x: jnp.min(x, axis=0)),
+    "argmax": ((3, 4), lambda x: x * jnp.argmax(x, axis=1).astype(jnp.float32)[:, None]),
+    "cumsum": ((3, 4), lambda x: jnp.cumsum(x, axis=1)),
+    "cumsum_reverse": ((3, 4), lambda x: lax.cumsum(x, axis=0, reverse=True)),
+    "select_n": ((3, 4), lambda x: jnp.where(x > 0, x * x, jnp.sin(x))),
+    "clamp": ((3, 4), lambda x: lax.clamp(jnp.float32(-0.5), x, jnp.float32(0.5))),
+    "convert": ((3, 4), lambda x: x + x.astype(jnp.int32).astype(jnp.float32)),
+    "dot_batch": ((2, 3, 4), lambda x: jnp.einsum("bij,bkj->bik", x, x)),
+    "dot_tn": ((3, 4), lambda x: lax.dot_general(x, x, (((0,), (0,)), ((), ())))),
+    "dot_mixed": ((2, 3, 4), lambda x: lax.dot_general(x, x[0], (((1,), (0,)), ((), ())))),
+}
+for name, (shape, f) in STRUCT.items():
+  x, t = uniform(-1.5, 1.5, shape), uniform(-1, 1, shape)
+  if name == "reduce_max":
+    x[0, :] = 0.25  # a tied row: the tangent is split among the ties
+  if name == "reduce_min":
+    x[:, 1] = -0.25
+  if name == "clamp":
+    x[0, 0] = 0.5  # at the bound: no tangent, as JAX
+  y = f(x)
+  c = uniform(-1, 1, y.shape)
+  put(name, "x", x); put(name, "c", c); put(name, "t", t)
+  put(name, "vjp", jax.grad(lambda x: jnp.sum(f(x) * c))(x))
+  put(name, "jvp", jax.jvp(f, (x,), (t,))[1])
+
+
 def mlp_loss(params, x, labels):
   w1, b1, w2, b2 = params
   h = jnp.tanh(x @ w1 + b1)
