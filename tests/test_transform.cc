@@ -484,6 +484,46 @@ TEST(Autodiff, LayerNormGradMatchesJax) {
   kiln_tree_free(out);
 }
 
+// causal self-attention with a tanh-GELU on top: sum(gelu(softmax(mask(q k^T / sqrt(d))) v) * c)
+kiln_tree *AttentionLoss(kiln_trace *t, const kiln_tree *a, void *) {
+  const kiln_tree *p = kiln_tree_child(a, 0);
+  kiln_val *x = ArgVal(a, 1), *cot = ArgVal(a, 2);
+  kiln_val *q = kiln_matmul(t, x, ArgVal(p, 0)), *k = kiln_matmul(t, x, ArgVal(p, 1));
+  kiln_val *v = kiln_matmul(t, x, ArgVal(p, 2));
+  int perm[2] = {1, 0}, ax = 1;
+  int64_t n = kiln_val_shape(x)[0], nn[2] = {n, n};
+  kiln_val *s = kiln_div(t, kiln_matmul(t, q, kiln_transpose(t, k, perm)),
+                         F32(t, std::sqrt((double)kiln_val_shape(x)[1])));
+  kiln_val *causal = kiln_ge(t, kiln_iota(t, KILN_I32, 2, nn, 0), kiln_iota(t, KILN_I32, 2, nn, 1));
+  s = kiln_where(t, causal, s, F32(t, -1e9));
+  s = kiln_sub(t, s, KeepDims(t, kiln_reduce_max(t, s, 1, &ax)));
+  kiln_val *e = kiln_exp(t, s);
+  kiln_val *h = kiln_matmul(t, kiln_div(t, e, KeepDims(t, kiln_reduce_sum(t, e, 1, &ax))), v);
+  // jax.nn.gelu(approximate=True): 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3)))
+  kiln_val *h3 = kiln_mul(t, kiln_mul(t, h, h), h);
+  kiln_val *inner = kiln_mul(t, F32(t, std::sqrt(2.0 / M_PI)), kiln_add(t, h, kiln_mul(t, F32(t, 0.044715), h3)));
+  kiln_val *gelu = kiln_mul(t, kiln_mul(t, F32(t, 0.5), h), kiln_add(t, F32(t, 1), kiln_tanh(t, inner)));
+  return kiln_tree_val(SumAll(t, kiln_mul(t, gelu, cot)));
+}
+
+TEST(Autodiff, MaskedAttentionWithGeluGradMatchesJax) {
+  Ctx c;
+  Func f(AttentionLoss, nullptr, "attention");
+  kiln_func *g = nullptr;
+  int argnums[2] = {0, 1};
+  ASSERT_EQ(kiln_grad(f.f, argnums, 2, 0, &g), KILN_OK);
+  Func gf(g);
+  kiln_tree *out = Jit(c, g, Tuple({Tuple({Leaf(c.dev, G("attention", "wq")), Leaf(c.dev, G("attention", "wk")),
+                                           Leaf(c.dev, G("attention", "wv"))}),
+                                    Leaf(c.dev, G("attention", "x")), Leaf(c.dev, G("attention", "c"))}));
+  ASSERT_NE(out, nullptr);
+  const kiln_tree *gw = kiln_tree_child(out, 0);
+  const char *names[3] = {"g_wq", "g_wk", "g_wv"};
+  for (size_t i = 0; i < 3; i++) ExpectNear(Values<float>(kiln_tree_child(gw, i)), G("attention", names[i]), names[i]);
+  ExpectNear(Values<float>(kiln_tree_child(out, 1)), G("attention", "g_x"), "g_x");
+  kiln_tree_free(out);
+}
+
 // ---- numerical checks (jax.test_util.check_grads, f64, orders 1 and 2) ----
 
 // A scalar function of x: f64[5] mixing elementwise ops, a rank-2 outer

@@ -172,6 +172,29 @@ g = jax.grad(lambda x, gm, bt: jnp.sum(layernorm(x, gm, bt) * cl), argnums=(0, 1
 for k, v in zip(("g_x", "g_gamma", "g_beta"), g):
   put("layernorm", k, v)
 
+def attention(params, x, c):
+  wq, wk, wv = params
+  q, k, v = x @ wq, x @ wk, x @ wv
+  s = (q @ k.T) / np.float32(np.sqrt(x.shape[1]))
+  n = x.shape[0]
+  causal = lax.broadcasted_iota(jnp.int32, (n, n), 0) >= lax.broadcasted_iota(jnp.int32, (n, n), 1)
+  s = jnp.where(causal, s, np.float32(-1e9))
+  s = s - jnp.max(s, axis=1, keepdims=True)
+  e = jnp.exp(s)
+  p = e / jnp.sum(e, axis=1, keepdims=True)
+  return jnp.sum(jax.nn.gelu(p @ v, approximate=True) * c)
+
+
+xa, ca = uniform(-1, 1, (4, 8)), uniform(-1, 1, (4, 8))
+wa = [uniform(-0.5, 0.5, (8, 8)) for _ in range(3)]
+for k, v in zip(("wq", "wk", "wv", "x", "c"), wa + [xa, ca]):
+  put("attention", k, v)
+g = jax.grad(attention, argnums=(0, 1))(tuple(wa), xa, ca)
+for k, v in zip(("g_wq", "g_wk", "g_wv"), g[0]):
+  put("attention", k, v)
+put("attention", "g_x", g[1])
+
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transform_grad.txt")
 with open(out, "w") as f:
   f.write("# written by transform_grad.py (jax %s); do not edit\n" % jax.__version__)
