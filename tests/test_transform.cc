@@ -191,22 +191,25 @@ kiln_tree *BinaryApply(kiln_trace *t, const kiln_tree *a, void *u) {
   return kiln_tree_val(((Binary)u)(t, ArgVal(a, 0), ArgVal(a, 1)));
 }
 
+// grad of sum(op(x) * c) and jvp of op(x) against the golden case `name`.
+void CheckRule(Ctx &c, const std::string &name, kiln_fn loss_fn, kiln_fn apply_fn, void *op) {
+  SCOPED_TRACE(name);
+  Func loss(loss_fn, op, name.c_str()), apply(apply_fn, op, name.c_str());
+  kiln_func *g = nullptr, *j = nullptr;
+  ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
+  ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
+  Func gf(g), jf(j);
+  kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, G(name, "x")), Leaf(c.dev, G(name, "c"))}));
+  if (out) ExpectNear(Values<float>(out), G(name, "vjp"), name + " vjp");
+  kiln_tree_free(out);
+  out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x"))}), Tuple({Leaf(c.dev, G(name, "t"))})}));
+  if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp"), name + " jvp");
+  kiln_tree_free(out);
+}
+
 TEST(Autodiff, UnaryJvpAndVjpMatchJax) {
   Ctx c;
-  for (const auto &[name, op] : UnaryOps()) {
-    SCOPED_TRACE(name);
-    Func loss(UnaryLoss, (void *)op, name.c_str()), apply(UnaryApply, (void *)op, name.c_str());
-    kiln_func *g = nullptr, *j = nullptr;
-    ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
-    ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
-    Func gf(g), jf(j);
-    kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, G(name, "x")), Leaf(c.dev, G(name, "c"))}));
-    if (out) ExpectNear(Values<float>(out), G(name, "vjp"), name + " vjp");
-    kiln_tree_free(out);
-    out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x"))}), Tuple({Leaf(c.dev, G(name, "t"))})}));
-    if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp"), name + " jvp");
-    kiln_tree_free(out);
-  }
+  for (const auto &[name, op] : UnaryOps()) CheckRule(c, name, UnaryLoss, UnaryApply, (void *)op);
 }
 
 TEST(Autodiff, BinaryJvpAndVjpMatchJaxWithBroadcasting) {
@@ -356,20 +359,7 @@ kiln_tree *StructApply(kiln_trace *t, const kiln_tree *a, void *u) {
 TEST(Autodiff, StructuralReductionSelectionAndDotRulesMatchJax) {
   Ctx c;
   ASSERT_EQ(StructOps().size(), 28u);
-  for (const auto &[name, op] : StructOps()) {
-    SCOPED_TRACE(name);
-    Func loss(StructLoss, (void *)op, name.c_str()), apply(StructApply, (void *)op, name.c_str());
-    kiln_func *g = nullptr, *j = nullptr;
-    ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
-    ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
-    Func gf(g), jf(j);
-    kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, G(name, "x")), Leaf(c.dev, G(name, "c"))}));
-    if (out) ExpectNear(Values<float>(out), G(name, "vjp"), name + " vjp");
-    kiln_tree_free(out);
-    out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x"))}), Tuple({Leaf(c.dev, G(name, "t"))})}));
-    if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp"), name + " jvp");
-    kiln_tree_free(out);
-  }
+  for (const auto &[name, op] : StructOps()) CheckRule(c, name, StructLoss, StructApply, (void *)op);
 }
 
 kiln_tree *PowSum(kiln_trace *t, const kiln_tree *a, void *) {

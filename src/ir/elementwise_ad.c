@@ -110,14 +110,6 @@ static kiln_status jvp_unary(kir_program *p, const kir_eqn *e, const kir_vid *x,
   return kir_emit2(p, KIR_PRIM_MUL, tx[0], c, ty);
 }
 
-/* sign, floor, ceil, round, and anything piecewise constant */
-static kiln_status jvp_zero(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
-                            const kir_vid *tx, kir_vid *ty) {
-  (void)p, (void)x, (void)y, (void)tx;
-  for (int i = 0; i < e->n_out; i++) ty[i] = KIR_NO_VAR;
-  return KILN_OK;
-}
-
 /* The primitive itself is linear: apply it to the tangents (zeros filled
  * in where only some operands have one). */
 static kiln_status jvp_linear(kir_program *p, const kir_eqn *e, const kir_vid *x,
@@ -348,7 +340,7 @@ void kir_elementwise_ad(kir_ad_rules *r) {
       KIR_PRIM_SHIFT_LEFT, KIR_PRIM_SHIFT_RIGHT_LOGICAL, KIR_PRIM_SHIFT_RIGHT_ARITHMETIC,
       KIR_PRIM_NEXTAFTER, KIR_PRIM_EQ, KIR_PRIM_NE, KIR_PRIM_LT, KIR_PRIM_LE, KIR_PRIM_GT,
       KIR_PRIM_GE, KIR_PRIM_BITCAST_CONVERT_TYPE};
-  for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) r->jvp[zero[i]] = jvp_zero;
+  for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) r->jvp[zero[i]] = kir_ad_jvp_zero;
   static const kir_prim binary[] = {KIR_PRIM_ADD, KIR_PRIM_SUB, KIR_PRIM_MUL,   KIR_PRIM_DIV,
                                     KIR_PRIM_MAX, KIR_PRIM_MIN, KIR_PRIM_ATAN2, KIR_PRIM_REM,
                                     KIR_PRIM_POW};

@@ -793,6 +793,10 @@ void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
 void kir_dot_ad(kir_ad_rules *r);
+/* The jvp rule of primitives without tangents (piecewise constant, integer
+ * or boolean results): every result's tangent is a symbolic zero. */
+kiln_status kir_ad_jvp_zero(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
+                            const kir_vid *tx, kir_vid *ty);
 
 /* ---- emitting helpers for the rules (ad_emit.c); each writes the new
  * equation's first result to *out ---- */

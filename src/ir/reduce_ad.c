@@ -58,13 +58,6 @@ static kiln_status jvp_reduce_chooser(kir_program *p, const kir_eqn *e, const ki
   return kir_emit(p, KIR_PRIM_REDUCE_SUM, &pr, 1, &t, ty);
 }
 
-static kiln_status jvp_none(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
-                            const kir_vid *tx, kir_vid *ty) {
-  (void)p, (void)x, (void)y, (void)tx;
-  for (int i = 0; i < e->n_out; i++) ty[i] = KIR_NO_VAR;
-  return KILN_OK;
-}
-
 static kiln_status jvp_cumsum(kir_program *p, const kir_eqn *e, const kir_vid *x,
                               const kir_vid *y, const kir_vid *tx, kir_vid *ty) {
   (void)x, (void)y;
@@ -85,10 +78,10 @@ void kir_reduce_ad(kir_ad_rules *r) {
   r->transpose[KIR_PRIM_REDUCE_SUM] = tr_reduce_sum;
   r->jvp[KIR_PRIM_REDUCE_MAX] = jvp_reduce_chooser;
   r->jvp[KIR_PRIM_REDUCE_MIN] = jvp_reduce_chooser;
-  r->jvp[KIR_PRIM_ARGMAX] = jvp_none;
-  r->jvp[KIR_PRIM_ARGMIN] = jvp_none;
-  r->jvp[KIR_PRIM_REDUCE_AND] = jvp_none;
-  r->jvp[KIR_PRIM_REDUCE_OR] = jvp_none;
+  r->jvp[KIR_PRIM_ARGMAX] = kir_ad_jvp_zero;
+  r->jvp[KIR_PRIM_ARGMIN] = kir_ad_jvp_zero;
+  r->jvp[KIR_PRIM_REDUCE_AND] = kir_ad_jvp_zero;
+  r->jvp[KIR_PRIM_REDUCE_OR] = kir_ad_jvp_zero;
   r->jvp[KIR_PRIM_CUMSUM] = jvp_cumsum;
   r->transpose[KIR_PRIM_CUMSUM] = tr_cumsum;
 }

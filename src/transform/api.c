@@ -16,6 +16,19 @@ typedef struct ktf_fn {
 
 static void ktf_drop(void *user) { free(user); }
 
+/* A kiln_func named `prefix(f)` over fn that owns g. */
+static kiln_status ktf_wrap(kiln_fn fn, ktf_fn *g, const char *prefix, kiln_func **out) {
+  char name[256];
+  snprintf(name, sizeof name, "%s(%s)", prefix, kiln_func_name(g->f));
+  kiln_status st = kiln_func_new(fn, g, name, out);
+  if (st) {
+    free(g);
+    return st;
+  }
+  (*out)->drop = ktf_drop;
+  return KILN_OK;
+}
+
 /* f traced over the flattened args of t, with its captures first. */
 typedef struct ktf_traced {
   kiln_val **vals; /* args' leaves */
@@ -230,15 +243,7 @@ static kiln_status ktf_make(const char *op, const kiln_func *f, const int *argnu
       }
     g->argnums[i] = argnums[i];
   }
-  char name[256];
-  snprintf(name, sizeof name, "%s(%s)", value ? "value_and_grad" : "grad", kiln_func_name(f));
-  kiln_status st = kiln_func_new(ktf_grad_fn, g, name, out);
-  if (st) {
-    free(g);
-    return st;
-  }
-  (*out)->drop = ktf_drop;
-  return KILN_OK;
+  return ktf_wrap(ktf_grad_fn, g, value ? "value_and_grad" : "grad", out);
 }
 
 kiln_status kiln_grad(const kiln_func *f, const int *argnums, int num_argnums, int has_aux,
@@ -316,13 +321,5 @@ kiln_status kiln_jvp(const kiln_func *f, kiln_func **out) {
   ktf_fn *g = calloc(1, sizeof *g);
   if (!g) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_jvp: out of host memory");
   g->f = f;
-  char name[256];
-  snprintf(name, sizeof name, "jvp(%s)", kiln_func_name(f));
-  kiln_status st = kiln_func_new(ktf_jvp_fn, g, name, out);
-  if (st) {
-    free(g);
-    return st;
-  }
-  (*out)->drop = ktf_drop;
-  return KILN_OK;
+  return ktf_wrap(ktf_jvp_fn, g, "jvp", out);
 }
