@@ -644,4 +644,44 @@ TEST(Autodiff, BadInputIsAClearStatus) {
   EXPECT_EQ(kiln_grad(nullptr, nullptr, 0, 0, &g), KILN_ERR_ARGUMENT);
 }
 
+// ---- control flow ----
+
+kiln_tree *DoubleCarry(kiln_trace *t, const kiln_tree *a, void *) {
+  return kiln_tree_val(kiln_mul(t, ArgVal(a, 1), kiln_scalar_f(t, 2.0)));
+}
+
+// sum(x^2) * fori_loop(0, 3, c -> 2c, 1) when `through_x` is 0; with 1 the
+// loop runs on x itself
+kiln_tree *LoopLoss(kiln_trace *t, const kiln_tree *a, void *u) {
+  Func body(DoubleCarry, nullptr, "double_carry");
+  kiln_val *x = ArgVal(a, 0);
+  bool through_x = u != nullptr;
+  kiln_tree *init = kiln_tree_val(through_x ? x : kiln_scalar(t, KILN_F32, 1.0));
+  kiln_tree *r = kiln_fori_loop(t, 0, 3, body.f, init);
+  kiln_tree_free(init);
+  if (!r) return nullptr;
+  kiln_val *s = kiln_tree_leaf_get(r)->u.val;
+  kiln_tree_free(r);
+  return kiln_tree_val(through_x ? SumAll(t, s) : kiln_mul(t, SumAll(t, kiln_mul(t, x, x)), s));
+}
+
+TEST(Autodiff, ControlFlowWithoutTangentsIsCopiedAndWithTangentsIsAClearError) {
+  Ctx c;
+  Func f(LoopLoss, nullptr, "loop_loss"), fx(LoopLoss, (void *)1, "loop_on_x");
+  GoldenArray x{{3}, {1.f, -2.f, 0.5f}};
+  kiln_func *g = nullptr;
+  ASSERT_EQ(kiln_grad(f.f, nullptr, 0, 0, &g), KILN_OK);
+  {
+    Func gf(g);
+    kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, x)}));
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(Values<float>(out), (std::vector<float>{16.f, -32.f, 8.f}));  // 16 x
+    kiln_tree_free(out);
+  }
+  ASSERT_EQ(kiln_grad(fx.f, nullptr, 0, 0, &g), KILN_OK);
+  Func gf(g);
+  std::string e = ErrorOf(c, g, Tuple({Leaf(c.dev, x)}), KILN_ERR_UNIMPLEMENTED);
+  EXPECT_NE(e.find("while"), std::string::npos) << e;
+}
+
 }  // namespace

@@ -37,19 +37,12 @@ static kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_prog
                                 const kir_eqn *e, ktf_map *m, kir_vid *in) {
   kiln_status st = KILN_OK;
   for (int k = 0; k < e->n_in && !st; k++) st = ktf_map_get(op, m, dst, src, e->in[k], &in[k]);
+  kir_params pr;
   int idx;
-  if (!st) st = kir_add_eqn(dst, e->prim, &e->params, e->n_in, in, &idx);
+  if (!st) st = ktf_copy_params(dst, e, &pr);
+  if (!st) st = kir_add_eqn(dst, e->prim, &pr, e->n_in, in, &idx);
   for (int j = 0; !st && j < e->n_out; j++) m->v[e->out[j]] = dst->eqns[idx].out[j];
   return st;
-}
-
-static kiln_status ktf_check_eqn(const char *op, const kir_eqn *e) {
-  if (kir_prim_get(e->prim)->family == KIR_FAMILY_CONTROL)
-    return kcore_fail(KILN_ERR_UNIMPLEMENTED,
-                      "%s: differentiating through %s is not supported yet (control flow has no "
-                      "autodiff rule in kiln so far)",
-                      op, kir_prim_name(e->prim));
-  return KILN_OK;
 }
 
 static int ktf_max_arity(const kir_program *p) {
@@ -85,8 +78,7 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
   kir_vid *xin = buf, *txin = buf + w, *yout = buf + 2 * w, *tyout = buf + 3 * w;
   for (int i = 0; !st && i < src->n_eqns; i++) {
     const kir_eqn *e = &src->eqns[i];
-    st = ktf_check_eqn(op, e);
-    if (!st) st = ktf_copy_eqn(op, dst, src, e, &pm, xin);
+    st = ktf_copy_eqn(op, dst, src, e, &pm, xin);
     if (st) break;
     bool any = false;
     for (int k = 0; k < e->n_in; k++) {
@@ -95,6 +87,13 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
     }
     if (!any || !ktf_any_float_out(src, e)) continue;
     kir_jvp_fn rule = rules->jvp[e->prim];
+    if (!rule && kir_prim_get(e->prim)->family == KIR_FAMILY_CONTROL) {
+      st = kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                      "%s: differentiating through %s is not supported yet (control flow whose "
+                      "operands carry tangents has no autodiff rule in kiln so far)",
+                      op, kir_prim_name(e->prim));
+      break;
+    }
     if (!rule) {
       st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: no differentiation rule for %s yet", op,
                       kir_prim_name(e->prim));

@@ -33,6 +33,13 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
 kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
                     const bool *diff, const kir_vid *ct, kir_vid *y, kir_vid *ct_x);
 
+/* A copy of the closed program src as a new sub-program of parent (any
+ * root), its own sub-programs copied too. */
+kiln_status ktf_copy_sub(kir_program *parent, const kir_program *src, kir_program **out);
+/* e's params with every sub-program copied under dst, ready for
+ * kir_add_eqn(dst, ...). */
+kiln_status ktf_copy_params(kir_program *dst, const kir_eqn *e, kir_params *out);
+
 #ifdef __cplusplus
 }
 #endif
