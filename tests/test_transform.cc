@@ -684,4 +684,57 @@ TEST(Autodiff, ControlFlowWithoutTangentsIsCopiedAndWithTangentsIsAClearError) {
   EXPECT_NE(e.find("while"), std::string::npos) << e;
 }
 
+// ---- vjp ----
+
+// (x: f32[3,4], n: i32[3]) -> (sin(x) * n[:, None], n + 1)
+kiln_tree *SinScaled(kiln_trace *t, const kiln_tree *a, void *) {
+  kiln_val *x = ArgVal(a, 0), *n = ArgVal(a, 1);
+  int64_t col[2] = {3, 1};
+  kiln_val *nf = kiln_reshape(t, kiln_convert(t, n, KILN_F32), 2, col);
+  return Tuple({kiln_tree_val(kiln_mul(t, kiln_sin(t, x), nf)),
+                kiln_tree_val(kiln_add(t, n, kiln_scalar(t, KILN_I32, 1)))});
+}
+
+TEST(Autodiff, VjpPullbackRunsManyTimesAndGivesFloat0LikeZerosForIntegers) {
+  Ctx c;
+  Func f(SinScaled, nullptr, "sin_scaled");
+  kiln_func *v = nullptr;
+  ASSERT_EQ(kiln_vjp(f.f, &v), KILN_OK);
+  Func vf(v);
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(c.ctx, v, nullptr, &j), KILN_OK);
+  std::vector<float> x(12);
+  for (int i = 0; i < 12; i++) x[i] = 0.3f * (float)i - 1.5f;
+  std::vector<int32_t> n = {2, -1, 3};
+  for (int call = 0; call < 2; call++) {
+    std::vector<float> ct(12);
+    for (int i = 0; i < 12; i++) ct[i] = (float)(call + 1) * (0.1f * (float)i - 0.4f);
+    int64_t sx[2] = {3, 4}, sn = 3;
+    kiln_array *ax = nullptr, *an = nullptr, *ac = nullptr, *ai = nullptr;
+    ASSERT_EQ(kiln_array_from_host(c.dev, KILN_F32, 2, sx, x.data(), 48, &ax), KILN_OK);
+    ASSERT_EQ(kiln_array_from_host(c.dev, KILN_I32, 1, &sn, n.data(), 12, &an), KILN_OK);
+    ASSERT_EQ(kiln_array_from_host(c.dev, KILN_F32, 2, sx, ct.data(), 48, &ac), KILN_OK);
+    ASSERT_EQ(kiln_array_from_host(c.dev, KILN_I32, 1, &sn, n.data(), 12, &ai), KILN_OK);
+    kiln_tree *args = Tuple({Tuple({kiln_tree_array(ax), kiln_tree_array(an)}),
+                             Tuple({kiln_tree_array(ac), kiln_tree_array(ai)})});
+    for (kiln_array *a : {ax, an, ac, ai}) kiln_array_release(a);
+    kiln_tree *out = nullptr;
+    ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
+    kiln_tree_free(args);
+    const kiln_tree *cts = kiln_tree_child(out, 1);
+    std::vector<float> gx = Values<float>(kiln_tree_child(cts, 0));
+    ASSERT_EQ(gx.size(), 12u);
+    for (int i = 0; i < 12; i++)
+      EXPECT_NEAR(gx[i], ct[i] * std::cos(x[i]) * (float)n[i / 4], 1e-5) << i;
+    kiln_array *gn = kiln_tree_leaf_array(kiln_tree_child(cts, 1));
+    ASSERT_NE(gn, nullptr);
+    EXPECT_EQ(kiln_array_dtype(gn), KILN_BOOL);
+    std::vector<uint8_t> zn = Values<uint8_t>(kiln_tree_child(cts, 1));
+    EXPECT_EQ(zn, (std::vector<uint8_t>{0, 0, 0}));
+    kiln_tree_free(out);
+  }
+  EXPECT_EQ(kiln_jit_compile_count(j), 1);
+  kiln_jit_free(j);
+}
+
 }  // namespace

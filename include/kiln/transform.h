@@ -1,5 +1,5 @@
 /* Transformations of kiln_funcs (JAX's jax.grad, jax.value_and_grad,
- * jax.jvp). Each returns a new kiln_func that composes with jit, with the
+ * jax.jvp, jax.vjp). Each returns a new kiln_func that composes with jit, with the
  * other transformations and with itself (grad of grad): calling it inside a
  * trace emits the transformed program into that trace, so
  * kiln_make_jaxpr(kiln_grad(f)) prints the gradient program.
@@ -30,6 +30,13 @@ kiln_status kiln_value_and_grad(const kiln_func *f, const int *argnums, int num_
  * args of f, tangents of the same structure and types) and returns
  * (f(primals), tangents of the outputs). */
 kiln_status kiln_jvp(const kiln_func *f, kiln_func **out);
+/* jax.vjp as a function: it takes the pair (primals, cotangents)
+ * (cotangents of f's outputs, same structure and types) and returns
+ * (f(primals), cotangents of the primals). Call it (or jit it) as many times
+ * as needed, like the pullback jax.vjp returns. Integer and bool inputs get
+ * float0-like cotangents (bool zeros of the input's shape); integer outputs
+ * take cotangents of their own type, which are ignored. */
+kiln_status kiln_vjp(const kiln_func *f, kiln_func **out);
 
 #ifdef __cplusplus
 }

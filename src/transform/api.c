@@ -1,4 +1,5 @@
-/* The public transformations: kiln_grad, kiln_value_and_grad, kiln_jvp.
+/* The public transformations: kiln_grad, kiln_value_and_grad, kiln_jvp,
+ * kiln_vjp.
  * Each is a kiln_func that traces f into a closed sub-program of the
  * calling trace and emits the transformed program into the calling trace. */
 #include <stdio.h>
@@ -322,4 +323,78 @@ kiln_status kiln_jvp(const kiln_func *f, kiln_func **out) {
   if (!g) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_jvp: out of host memory");
   g->f = f;
   return ktf_wrap(ktf_jvp_fn, g, "jvp", out);
+}
+
+/* ---- vjp ---- */
+
+static kiln_tree *ktf_vjp_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  const ktf_fn *g = user;
+  static const char op[] = "kiln_vjp";
+  if (kiln_tree_num_children(args) != 2) {
+    ktr_failf(t, KILN_ERR_TREE, "%s(%s): takes the pair (primals, cotangents)", op,
+              kiln_func_name(g->f));
+    return NULL;
+  }
+  kiln_val **cv = NULL;
+  int nct = 0;
+  kiln_treedef *cdef = NULL;
+  ktf_traced tr;
+  kiln_status st = ktr_flatten_vals(t, op, kiln_tree_child(args, 1), &cv, &nct, &cdef);
+  if (st) {
+    ktr_fail(t, st);
+    return NULL;
+  }
+  st = ktf_trace(t, op, g->f, kiln_tree_child(args, 0), &tr);
+  if (!st && !kiln_treedef_equal(tr.cl.out_def, cdef)) {
+    char diff[256];
+    kiln_treedef_diff(tr.cl.out_def, cdef, diff, sizeof diff);
+    st = kcore_fail(KILN_ERR_TREE, "%s(%s): the cotangents differ in structure from the outputs: %s",
+                    op, kiln_func_name(g->f), diff);
+  }
+  for (int i = 0; !st && i < nct; i++) {
+    const kir_aval *oa = kir_var_aval(tr.cl.prog, tr.cl.prog->outvars[i]), *ca = ktr_aval(cv[i]);
+    char t1[KIR_AVAL_STR_CAP], t2[KIR_AVAL_STR_CAP];
+    if (!kir_aval_typematch(oa, ca))
+      st = kcore_fail(KILN_ERR_DTYPE, "%s(%s): output leaf %d has type %s but its cotangent %s", op,
+                      kiln_func_name(g->f), i, kir_aval_str(oa, t1, sizeof t1),
+                      kir_aval_str(ca, t2, sizeof t2));
+  }
+  int nc = st ? 0 : tr.cl.n_captures, nx = st ? 0 : nc + tr.n;
+  kir_vid *buf = st ? NULL : malloc((size_t)(nx + 2 * nct + 1) * sizeof *buf);
+  bool *diff = st ? NULL : calloc((size_t)(nx ? nx : 1), sizeof *diff);
+  if (!st && (!buf || !diff)) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  kir_vid *ctx = buf, *ct = buf + nx, *y = buf + nx + nct;
+  for (int i = 0; !st && i < tr.n; i++) diff[nc + i] = kiln_dtype_is_float(ktr_aval(tr.vals[i])->dtype);
+  for (int i = 0; !st && i < nct; i++)
+    ct[i] = kiln_dtype_is_float(ktr_aval(cv[i])->dtype) ? cv[i]->vid : KIR_NO_VAR;
+  if (!st) st = ktf_vjp(op, t->prog, tr.cl.prog, tr.x, diff, ct, y, ctx);
+  /* integer and bool inputs: float0-like zeros (bool, the input's shape) */
+  for (int i = 0; !st && i < tr.n; i++)
+    if (!diff[nc + i]) {
+      kir_aval z = *ktr_aval(tr.vals[i]);
+      z.dtype = KILN_BOOL;
+      z.weak = false;
+      st = kir_emit_zeros(t->prog, &z, &ctx[nc + i]);
+    }
+  kiln_tree *res = NULL;
+  if (st)
+    ktr_fail(t, st);
+  else
+    res = ktf_pair(ktf_tree(t, tr.cl.out_def, nct, y), ktf_tree(t, tr.def, tr.n, ctx + nc));
+  ktf_traced_free(&tr);
+  free(buf);
+  free(diff);
+  free(cv);
+  kiln_treedef_free(cdef);
+  return res;
+}
+
+kiln_status kiln_vjp(const kiln_func *f, kiln_func **out) {
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_vjp: out is NULL");
+  *out = NULL;
+  if (!f) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_vjp: the function is NULL");
+  ktf_fn *g = calloc(1, sizeof *g);
+  if (!g) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_vjp: out of host memory");
+  g->f = f;
+  return ktf_wrap(ktf_vjp_fn, g, "vjp", out);
 }
