@@ -14,6 +14,7 @@
 #include "kiln/data.h"
 #include "kiln/optim.h"
 #include "kiln/nn.h"
+#include "kiln/transform.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -61,6 +61,7 @@ struct kiln_func {
   kiln_fn fn;
   void *user;
   char *name;
+  void (*drop)(void *user); /* frees `user` with the function (transformations); may be NULL */
 };
 
 /* ---- traces ---- */
