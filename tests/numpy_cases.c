@@ -133,6 +133,14 @@ static kiln_tree *misc(kiln_trace *t, const kiln_tree *a, void *u) {
                kiln_where(t, kiln_gt(t, x, kiln_scalar_i(t, 0)), x, kiln_scalar_f(t, 0.0)));
 }
 
+static kiln_tree *narrow_types(kiln_trace *t, const kiln_tree *a, void *u) {
+  (void)u;
+  kiln_val *m = kiln_arg(a, 0), *x = kiln_arg(a, 1), *y = kiln_arg(a, 2), *i = kiln_arg(a, 3);
+  return TUPLE(kiln_sum(t, m, AXES(0), 0), kiln_mean(t, m, ALL, 0), kiln_floor_divide(t, x, y),
+               kiln_remainder(t, x, y), kiln_logsumexp(t, i, AXES(1), 0, NULL),
+               kiln_softmax(t, i, -1, NULL), kiln_prod(t, x, AXES(1), 0));
+}
+
 static kiln_tree *dynamic_slice(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
   kiln_val *x = kiln_arg(a, 0), *rc[2] = {kiln_arg(a, 1), kiln_arg(a, 2)};
@@ -152,6 +160,7 @@ const jit_case kNumpyCases[] = {
     {"divmod", divmod},           {"take", take},
     {"take_along", take_along},   {"sort", sort},
     {"einsum", einsum},           {"matmul", matmul},
-    {"misc", misc},               {"dynamic_slice", dynamic_slice},
+    {"misc", misc},               {"narrow_types", narrow_types},
+    {"dynamic_slice", dynamic_slice},
     {NULL, NULL},
 };

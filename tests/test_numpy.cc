@@ -16,10 +16,11 @@
 namespace {
 
 struct Ctx {
-  Ctx() {
+  explicit Ctx(kiln_executor executor = KILN_EXECUTOR_DEFAULT) {
     kiln_options o;
     kiln_options_init(&o);
     o.backend = KILN_BACKEND_CPU;
+    o.executor = executor;
     EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
     EXPECT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
   }
@@ -28,17 +29,30 @@ struct Ctx {
   kiln_device *dev = nullptr;
 };
 
-TEST(Numpy, MatchesJaxGoldens) {
-  Ctx c;
+// Every executor gives JAX's values, and every fused kernel of these
+// programs also compiles as CUDA for sm_80 and sm_90 (NVRTC, no GPU).
+class NumpyGolden : public ::testing::TestWithParam<kiln_executor> {};
+
+TEST_P(NumpyGolden, MatchesJax) {
+  Ctx c(GetParam());
   std::vector<GoldenCase> cases = LoadGolden("numpy_api.txt");
   std::set<std::string> seen;
+  int cuda_kernels = 0;
   for (const GoldenCase &gc : cases) {
-    RunGoldenCase(c.ctx, c.dev, gc, true, nullptr, 1, kNumpyCases);
+    RunGoldenCase(c.ctx, c.dev, gc, true, &cuda_kernels, 1, kNumpyCases);
     seen.insert(gc.name);
   }
   for (const jit_case *jc = kNumpyCases; jc->name; jc++)
     EXPECT_TRUE(seen.count(jc->name)) << jc->name << " has no golden data";
+  EXPECT_GE(cuda_kernels, 2 * (int)cases.size());  // at least one kernel per program and sm
 }
+
+INSTANTIATE_TEST_SUITE_P(Executors, NumpyGolden,
+                         ::testing::Values(KILN_EXECUTOR_FUSED, KILN_EXECUTOR_UNFUSED,
+                                           KILN_EXECUTOR_REFERENCE),
+                         [](const ::testing::TestParamInfo<kiln_executor> &i) {
+                           return std::string(kiln_executor_name(i.param));
+                         });
 
 // ---- errors: one traced function per mistake, the op and types named ----
 

@@ -52,7 +52,7 @@ typedef enum kiln_index_mode {
   KILN_INDEX_FILL = 0,
   KILN_INDEX_CLIP,              /* clamped into [0, n-1] */
   KILN_INDEX_WRAP,              /* taken modulo n */
-  KILN_INDEX_PROMISE_IN_BOUNDS, /* the caller promises range; out of it is unspecified */
+  KILN_INDEX_PROMISE_IN_BOUNDS, /* the caller promises range (jnp.take itself lacks it) */
 } kiln_index_mode;
 /* jnp.take(x, indices, axis, mode) and jnp.take_along_axis(..., mode). For
  * take, clip mode clamps negative indices to 0 as jnp does; take_along_axis

@@ -126,6 +126,11 @@ def dyn_slice(x, r, c):
           lax.dynamic_update_slice(x, upd, (r, c)), lax.dynamic_slice(x, (jnp.int32(-9), jnp.int32(1)), (2, 3)))
 
 
+def narrow_types(m, u, v, i):
+  return (jnp.sum(m, axis=0), jnp.mean(m), jnp.floor_divide(u, v), jnp.remainder(u, v),
+          jax.nn.logsumexp(i, axis=1), jax.nn.softmax(i), jnp.prod(u, axis=1))
+
+
 CASES = [
     ("reductions", reductions, [f32(2, 3, 4)]),
     ("int_reductions", int_reductions, [i32(-20, 20, 3, 4)]),
@@ -145,6 +150,8 @@ CASES = [
     ("matmul", matmuls, [f32(3), f32(2, 3), f32(3, 4), f32(4, 5), f32(2, 2, 3, 4), f32(2, 4, 5),
                          f32(2, 1, 3, 4), f32(5, 4, 2), bf16(2, 3), bf16(3, 4)]),
     ("misc", misc, [f32(6), i32s(-5, -1, 0, 2, 3, 4, 9)]),
+    ("narrow_types", narrow_types, [MASK, rng.integers(0, 250, (3, 5)).astype(np.uint8),
+                                    rng.integers(1, 9, (3, 5)).astype(np.uint8), i32(-4, 4, 3, 5)]),
     ("dynamic_slice", dyn_slice, [np.arange(24, dtype=np.float32).reshape(4, 6), np.int32(-1), np.int32(-2)]),
 ]
 
