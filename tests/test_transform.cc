@@ -333,6 +333,8 @@ const std::map<std::string, XFn> &StructOps() {
          return kiln_mul(t, x, kiln_reshape(t, i, 2, s)); }},
       {"cumsum", [](kiln_trace *t, kiln_val *x) { return kiln_cumsum(t, x, 1, 0); }},
       {"cumsum_reverse", [](kiln_trace *t, kiln_val *x) { return kiln_cumsum(t, x, 0, 1); }},
+      {"sort", [](kiln_trace *t, kiln_val *x) { return kiln_sort(t, x, 1, nullptr); }},
+      {"sort_axis0", [](kiln_trace *t, kiln_val *x) { return kiln_sort(t, x, 0, nullptr); }},
       {"select_n", [](kiln_trace *t, kiln_val *x) {
          return kiln_where(t, kiln_gt(t, x, F32(t, 0)), kiln_mul(t, x, x), kiln_sin(t, x)); }},
       {"clamp", [](kiln_trace *t, kiln_val *x) { return kiln_clamp(t, F32(t, -0.5), x, F32(t, 0.5)); }},
@@ -358,7 +360,7 @@ kiln_tree *StructApply(kiln_trace *t, const kiln_tree *a, void *u) {
 
 TEST(Autodiff, StructuralReductionSelectionAndDotRulesMatchJax) {
   Ctx c;
-  ASSERT_EQ(StructOps().size(), 28u);
+  ASSERT_EQ(StructOps().size(), 30u);
   for (const auto &[name, op] : StructOps()) CheckRule(c, name, StructLoss, StructApply, (void *)op);
 }
 
