@@ -1,7 +1,8 @@
 /* jvp and transpose rules of the reductions: reduce_sum is linear (its
  * transpose a broadcast_in_dim); reduce_max/min split the tangent among
  * the tied maxima, as JAX's _reduce_chooser_jvp_rule; argmax/argmin have no
- * tangent; cumsum is linear (its transpose the reversed cumsum). */
+ * tangent; cumsum is linear (its transpose the reversed cumsum); sort
+ * gathers the tangents with its permutation. */
 #include <string.h>
 #include "core/core.h"
 #include "ir/ir.h"
@@ -73,6 +74,51 @@ static kiln_status tr_cumsum(kir_program *p, const kir_program *src, const kir_e
   return kir_emit(p, KIR_PRIM_CUMSUM, &pr, 1, ct, &ct_x[0]);
 }
 
+/* sort carries the permutation: the operands are sorted again together with
+ * an iota along the dimension, and each tangent is gathered with the
+ * resulting permutation (a take_along_axis), as JAX's _sort_jvp. */
+static kiln_status jvp_sort(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
+                            const kir_vid *tx, kir_vid *ty) {
+  (void)y;
+  const kir_aval *a = kir_var_aval(p, x[0]);
+  int n = e->n_in, d = (int)e->params.sort.dimension, idx;
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  pr.iota.dimension = d;
+  pr.iota.dtype = KILN_I32;
+  pr.iota.shape.n = a->rank;
+  memcpy(pr.iota.shape.v, a->shape, (size_t)a->rank * sizeof(int64_t));
+  kir_vid *in = kir_alloc(p, (size_t)(n + 1) * sizeof *in), perm;
+  if (!in) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "sort: autodiff out of host memory");
+  memcpy(in, x, (size_t)n * sizeof *in);
+  TRY(kir_emit(p, KIR_PRIM_IOTA, &pr, 0, NULL, &in[n]));
+  TRY(kir_add_eqn(p, KIR_PRIM_SORT, &e->params, n + 1, in, &idx));
+  perm = p->eqns[idx].out[n];
+  memset(&pr, 0, sizeof pr);
+  pr.reshape.new_sizes.n = a->rank + 1;
+  memcpy(pr.reshape.new_sizes.v, a->shape, (size_t)a->rank * sizeof(int64_t));
+  pr.reshape.new_sizes.v[a->rank] = 1;
+  TRY(kir_emit(p, KIR_PRIM_RESHAPE, &pr, 1, &perm, &perm));
+  memset(&pr, 0, sizeof pr);
+  kir_gather_dims *gd = &pr.gather.dimension_numbers;
+  gd->collapsed_slice_dims = (kir_dims){1, {(int8_t)d}};
+  gd->start_index_map = gd->collapsed_slice_dims;
+  for (int i = 0; i < a->rank; i++)
+    if (i != d) gd->operand_batching_dims.v[gd->operand_batching_dims.n++] = (int8_t)i;
+  gd->start_indices_batching_dims = gd->operand_batching_dims;
+  pr.gather.slice_sizes.n = a->rank;
+  for (int i = 0; i < a->rank; i++) pr.gather.slice_sizes.v[i] = 1;
+  pr.gather.mode = KIR_GATHER_PROMISE_IN_BOUNDS;
+  pr.gather.indices_are_sorted = false;
+  for (int i = 0; i < n; i++) {
+    ty[i] = KIR_NO_VAR;
+    if (tx[i] == KIR_NO_VAR) continue;
+    kir_vid g[2] = {tx[i], perm};
+    TRY(kir_emit(p, KIR_PRIM_GATHER, &pr, 2, g, &ty[i]));
+  }
+  return KILN_OK;
+}
+
 void kir_reduce_ad(kir_ad_rules *r) {
   r->jvp[KIR_PRIM_REDUCE_SUM] = jvp_reduce_sum;
   r->transpose[KIR_PRIM_REDUCE_SUM] = tr_reduce_sum;
@@ -84,4 +130,5 @@ void kir_reduce_ad(kir_ad_rules *r) {
   r->jvp[KIR_PRIM_REDUCE_OR] = kir_ad_jvp_zero;
   r->jvp[KIR_PRIM_CUMSUM] = jvp_cumsum;
   r->transpose[KIR_PRIM_CUMSUM] = tr_cumsum;
+  r->jvp[KIR_PRIM_SORT] = jvp_sort;
 }

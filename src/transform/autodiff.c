@@ -78,13 +78,23 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
   kir_vid *xin = buf, *txin = buf + w, *yout = buf + 2 * w, *tyout = buf + 3 * w;
   for (int i = 0; !st && i < src->n_eqns; i++) {
     const kir_eqn *e = &src->eqns[i];
-    st = ktf_copy_eqn(op, dst, src, e, &pm, xin);
-    if (st) break;
     bool any = false;
     for (int k = 0; k < e->n_in; k++) {
       txin[k] = tm.v[e->in[k]];
       any |= txin[k] != KIR_NO_VAR;
     }
+    if (any && e->prim == KIR_PRIM_WHILE) { /* one loop computes primals and tangents */
+      for (int k = 0; !st && k < e->n_in; k++) st = ktf_map_get(op, &pm, dst, src, e->in[k], &xin[k]);
+      if (!st) st = ktf_jvp_while(op, dst, e, xin, txin, yout, tyout);
+      for (int j = 0; !st && j < e->n_out; j++) {
+        pm.v[e->out[j]] = yout[j];
+        tm.v[e->out[j]] = tyout[j];
+      }
+      if (st) kcore_fail_wrap(st, "%s: jvp of while", op);
+      continue;
+    }
+    st = ktf_copy_eqn(op, dst, src, e, &pm, xin);
+    if (st) break;
     if (!any || !ktf_any_float_out(src, e)) continue;
     kir_jvp_fn rule = rules->jvp[e->prim];
     if (!rule && kir_prim_get(e->prim)->family == KIR_FAMILY_CONTROL) {
@@ -192,7 +202,12 @@ kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, co
     for (int k = 0; k < e->n_in; k++) lin_eqn[i] |= lin[e->in[k]];
     if (lin_eqn[i]) {
       for (int j = 0; j < e->n_out; j++) lin[e->out[j]] = true;
-      if (!rules->transpose[e->prim])
+      if (e->prim == KIR_PRIM_WHILE)
+        st = kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                        "%s: reverse-mode differentiation does not work for while loops (their trip "
+                        "count is dynamic; JAX refuses them too): use kiln_scan with a static "
+                        "length, or forward mode (kiln_jvp)", op);
+      else if (!rules->transpose[e->prim])
         st = kcore_fail(KILN_ERR_INTERNAL, "%s: %s is applied to a tangent but has no transpose rule",
                         op, kir_prim_name(e->prim));
     } else {

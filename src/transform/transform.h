@@ -33,6 +33,12 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
 kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
                     const bool *diff, const kir_vid *ct, kir_vid *y, kir_vid *ct_x);
 
+/* jvp of a while equation e (of some program) into dst: x and tx are its
+ * operands and their tangents as dst vars; writes its results (from a new
+ * loop that carries the tangents too) to y and their tangents to ty. */
+kiln_status ktf_jvp_while(const char *op, kir_program *dst, const kir_eqn *e, const kir_vid *x,
+                          const kir_vid *tx, kir_vid *y, kir_vid *ty);
+
 /* A copy of the closed program src as a new sub-program of parent (any
  * root), its own sub-programs copied too. */
 kiln_status ktf_copy_sub(kir_program *parent, const kir_program *src, kir_program **out);

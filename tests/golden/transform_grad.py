@@ -110,6 +110,8 @@ STRUCT = {
     "argmax": ((3, 4), lambda x: x * jnp.argmax(x, axis=1).astype(jnp.float32)[:, None]),
     "cumsum": ((3, 4), lambda x: jnp.cumsum(x, axis=1)),
     "cumsum_reverse": ((3, 4), lambda x: lax.cumsum(x, axis=0, reverse=True)),
+    "sort": ((3, 4), lambda x: jnp.sort(x, axis=1)),
+    "sort_axis0": ((3, 4), lambda x: lax.sort(x, dimension=0)),
     "select_n": ((3, 4), lambda x: jnp.where(x > 0, x * x, jnp.sin(x))),
     "clamp": ((3, 4), lambda x: lax.clamp(jnp.float32(-0.5), x, jnp.float32(0.5))),
     "convert": ((3, 4), lambda x: x + x.astype(jnp.int32).astype(jnp.float32)),
