@@ -1,6 +1,8 @@
 /* Translating the errors of the driver, NVRTC, cuBLAS and NCCL into kiln
  * statuses and messages. Only enumerators that exist since CUDA 12.0 are
  * named, so the file builds against every toolkit kiln accepts. */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
 #include <stdio.h>
 #include "backend/cuda/cuda_backend.h"
 
@@ -79,8 +81,18 @@ kiln_status kcuda_nvrtc_status(nvrtcResult rc) {
 }
 
 kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where) {
+  /* NVRTC names its codes; without the library (nothing was called then),
+   * the number does. */
+  const kcuda_nvrtc *nv;
+  char number[32];
+  const char *text = NULL;
+  if (kcuda_nvrtc_get(&nv) == KILN_OK) text = nv->nvrtcGetErrorString(rc);
+  if (!text) {
+    snprintf(number, sizeof number, "nvrtcResult %d", (int)rc);
+    text = number;
+  }
   return kcore_fail(kcuda_nvrtc_status(rc), "%s%s%s failed: %s", kcuda_where(where),
-                    kcuda_where_sep(where), call, nvrtcGetErrorString(rc));
+                    kcuda_where_sep(where), call, text);
 }
 
 kiln_status kcuda_cublas_status(cublasStatus_t rc) {
@@ -139,11 +151,27 @@ kiln_status kcuda_nccl_status(ncclResult_t rc) {
   return rc == ncclSuccess ? KILN_OK : KILN_ERR_COLLECTIVE;
 }
 
+/* NCCL's own words for a failure, from the NCCL already in the process
+ * (RTLD_NOLOAD: an NCCL call failed, so it is loaded; kiln does not link it). */
+typedef const char *(*kcuda_nccl_error_string_fn)(ncclResult_t);
+typedef const char *(*kcuda_nccl_last_error_fn)(ncclComm_t);
+
 kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where) {
-  /* NCCL's thread-local detail, when it has one, says more than the code. */
-  const char *detail = ncclGetLastError(NULL);
+  const char *text = NULL, *detail = NULL;
+  void *nccl = dlopen(KCUDA_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (nccl) {
+    kcuda_nccl_error_string_fn error_string =
+        (kcuda_nccl_error_string_fn)dlsym(nccl, "ncclGetErrorString");
+    kcuda_nccl_last_error_fn last_error = (kcuda_nccl_last_error_fn)dlsym(nccl, "ncclGetLastError");
+    if (error_string) text = error_string(rc);
+    /* NCCL's thread-local detail, when it has one, says more than the code. */
+    if (last_error) detail = last_error(NULL);
+  }
   bool has_detail = detail && *detail;
-  return kcore_fail(kcuda_nccl_status(rc), "%s%s%s failed: NCCL error %d: %s%s%s",
-                    kcuda_where(where), kcuda_where_sep(where), call, (int)rc,
-                    ncclGetErrorString(rc), has_detail ? ": " : "", has_detail ? detail : "");
+  kiln_status st = kcore_fail(kcuda_nccl_status(rc), "%s%s%s failed: NCCL error %d%s%s%s%s",
+                              kcuda_where(where), kcuda_where_sep(where), call, (int)rc,
+                              text ? ": " : "", text ? text : "", has_detail ? ": " : "",
+                              has_detail ? detail : "");
+  if (nccl) dlclose(nccl);
+  return st;
 }
