@@ -10,6 +10,12 @@
 static const char *kcuda_where_sep(const char *where) { return where && *where ? ": " : ""; }
 static const char *kcuda_where(const char *where) { return where && *where ? where : ""; }
 
+kiln_status kcuda_call_fail(kiln_status st, const char *where, const char *call,
+                            const char *what) {
+  return kcore_fail(st, "%s%s%s failed: %s", kcuda_where(where), kcuda_where_sep(where), call,
+                    what);
+}
+
 kiln_status kcuda_driver_status(CUresult rc) {
   switch (rc) {
     case CUDA_SUCCESS:
@@ -80,20 +86,6 @@ kiln_status kcuda_nvrtc_status(nvrtcResult rc) {
   }
 }
 
-kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where) {
-  /* NVRTC names its codes; without the library (nothing was called then),
-   * the number does. */
-  const kcuda_nvrtc *nv;
-  char number[32];
-  const char *text = NULL;
-  if (kcuda_nvrtc_get(&nv) == KILN_OK) text = nv->nvrtcGetErrorString(rc);
-  if (!text) {
-    snprintf(number, sizeof number, "nvrtcResult %d", (int)rc);
-    text = number;
-  }
-  return kcore_fail(kcuda_nvrtc_status(rc), "%s%s%s failed: %s", kcuda_where(where),
-                    kcuda_where_sep(where), call, text);
-}
 
 kiln_status kcuda_cublas_status(cublasStatus_t rc) {
   switch (rc) {

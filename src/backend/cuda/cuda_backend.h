@@ -141,6 +141,10 @@ char *kcuda_driver_describe(const kcuda_driver *drv, CUresult rc, char *buf, siz
 kiln_status kcuda_driver_fail(const kcuda_driver *drv, CUresult rc, const char *call,
                               const char *where);
 
+/* "<where>: <call> failed: <what>" as status st (no "<where>: " when where
+ * is NULL or empty). */
+kiln_status kcuda_call_fail(kiln_status st, const char *where, const char *call,
+                            const char *what);
 kiln_status kcuda_nvrtc_status(nvrtcResult rc);
 kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where);
 kiln_status kcuda_cublas_status(cublasStatus_t rc);
@@ -617,8 +621,9 @@ kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUstr
 
 /* ==== inside the executor (exec_*.c) ====
  * exec_compile.c: kernels to cubins (NVRTC, the kernel cache, dumps);
- * exec_build.c: the executable and the interface's table; exec_call.c: a
- * call; exec_host.c: host steps; exec_graph.c: CUDA graphs. */
+ * exec_build.c: the executable and the interface's table; exec_steps.c: one
+ * step on the device; exec_host.c: host steps; exec_graph.c: CUDA graphs;
+ * exec_call.c: a call, over all of these. */
 
 /* Blocks per multiprocessor a grid-stride kernel is launched with at most:
  * enough to fill every SM several times over; the kernel strides past it. */
@@ -679,15 +684,20 @@ typedef struct kcuda_x_call {
 } kcuda_x_call;
 
 /* exec_compile.c */
-kiln_status kcuda_x_compile(kdev_exec *x, const kcore_config *config, kcache *cache, const kcg_kernel *k, const void **cubin);
-/* exec_build.c */
 int kcuda_x_sm(const kiln_device *dev);
-/* exec_call.c */
+/* Cubins of the n kernels of x's steps, compiled at once through `cache`. */
+kiln_status kcuda_x_compile(kdev_exec *x, const kcore_config *config, kcache *cache,
+                            const kcg_kernel *k, const void **cubin);
+/* exec_steps.c */
 CUdeviceptr kcuda_x_addr(const kcuda_x_call *r, kir_vid v);
 void kcuda_step_args(const kcuda_x_call *r, const kfuse_group *g, kiln_kernel_args *a);
-kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long long *range, void **params);
+kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long long *range,
+                               void **params);
 void kcuda_step_gemm_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
 kiln_status kcuda_step_gemm_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream);
+kiln_status kcuda_step_kernel(const kcuda_x_call *r, const kcuda_step *s);
+kiln_status kcuda_step_gemm_run(const kcuda_x_call *r, const kcuda_step *s);
+/* exec_call.c */
 kiln_status kcuda_x_run(kdev_exec *x, kiln_array *const *args, kiln_array **outs);
 /* exec_host.c */
 size_t kcuda_x_var_bytes(const kir_program *p, kir_vid v);

@@ -9,10 +9,6 @@
 #include "codegen/codegen.h"
 #include "fuse/fuse.h"
 
-int kcuda_x_sm(const kiln_device *dev) {
-  return dev->info.compute_major * 10 + dev->info.compute_minor;
-}
-
 static unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k) {
   int64_t need = (k->n_items + k->items_per_block - 1) / k->items_per_block;
   int64_t cap = (int64_t)(dev->info.multiprocessors > 0 ? dev->info.multiprocessors : 1) *

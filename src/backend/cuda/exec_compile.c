@@ -71,6 +71,11 @@ static kiln_status kcuda_x_cubin(const kcore_config *config, kcache *cache, cons
   return st;
 }
 
+/* The device's compute capability as sm_XY's number. */
+int kcuda_x_sm(const kiln_device *dev) {
+  return dev->info.compute_major * 10 + dev->info.compute_minor;
+}
+
 /* Compiling every kernel of an executable at once, NVRTC programs on
  * several threads (NVRTC is thread-safe; the kernel cache too). */
 typedef struct kcuda_x_compile_all {

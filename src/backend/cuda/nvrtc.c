@@ -91,6 +91,20 @@ kiln_status kcuda_nvrtc_get(const kcuda_nvrtc **out) {
   return KILN_OK;
 }
 
+kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where) {
+  /* NVRTC names its codes; without the library (nothing was called then),
+   * the number does. */
+  const kcuda_nvrtc *nv;
+  char number[32];
+  const char *text = NULL;
+  if (kcuda_nvrtc_get(&nv) == KILN_OK) text = nv->nvrtcGetErrorString(rc);
+  if (!text) {
+    snprintf(number, sizeof number, "nvrtcResult %d", (int)rc);
+    text = number;
+  }
+  return kcuda_call_fail(kcuda_nvrtc_status(rc), where, call, text);
+}
+
 /* ---- compiling ---- */
 
 /* KCUDA_NVRTC_CHECK for the table: the message names the call as NVRTC
