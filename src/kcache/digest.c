@@ -49,7 +49,8 @@ void kcache_store32(uint8_t *p, uint32_t v) {
 
 static uint64_t kcache_rotr64(uint64_t x, int n) { return x >> n | x << (64 - n); }
 
-static inline void kcache_hasher_mix(uint64_t *v, int a, int b, int c, int d, uint64_t x, uint64_t y) {
+static inline void kcache_hasher_mix(uint64_t *v, int a, int b, int c, int d, uint64_t x,
+                                     uint64_t y) {
   v[a] = v[a] + v[b] + x;
   v[d] = kcache_rotr64(v[d] ^ v[a], 32);
   v[c] = v[c] + v[d];

@@ -169,13 +169,15 @@ kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where
     }                                                               \
   } while (0)
 
-#define KCUDA_NVRTC_CHECK(where, expr, label)           \
-  do {                                                  \
-    nvrtcResult kcuda_rc_ = (expr);                     \
-    if (kcuda_rc_ != NVRTC_SUCCESS) {                   \
-      st = kcuda_nvrtc_fail(kcuda_rc_, #expr, (where)); \
-      goto label;                                       \
-    }                                                   \
+/* KCUDA_CU for the NVRTC table (NVRTC is dlopen'ed): the message names the
+ * call as NVRTC spells it. KCUDA_NVRTC(nv, where, nvrtcGetPTX, (p, c), fail). */
+#define KCUDA_NVRTC(nv, where, fn, args, label)             \
+  do {                                                      \
+    nvrtcResult kcuda_rc_ = (nv)->fn args;                  \
+    if (kcuda_rc_ != NVRTC_SUCCESS) {                       \
+      st = kcuda_nvrtc_fail(kcuda_rc_, #fn #args, (where)); \
+      goto label;                                           \
+    }                                                       \
   } while (0)
 
 #define KCUDA_CUBLAS_CHECK(where, expr, label)           \

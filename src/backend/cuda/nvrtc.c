@@ -78,7 +78,8 @@ static struct {
 } kcuda_nvrtc_process = {PTHREAD_ONCE_INIT, NULL, KILN_OK, ""};
 
 static void kcuda_nvrtc_open_process(void) {
-  kcuda_nvrtc_process.status = kcuda_nvrtc_open_library(KCUDA_NVRTC_LIBRARY, &kcuda_nvrtc_process.nv);
+  kcuda_nvrtc_process.status =
+      kcuda_nvrtc_open_library(KCUDA_NVRTC_LIBRARY, &kcuda_nvrtc_process.nv);
   if (kcuda_nvrtc_process.status)
     snprintf(kcuda_nvrtc_process.error, sizeof kcuda_nvrtc_process.error, "%s", kiln_last_error());
 }
@@ -107,33 +108,25 @@ kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where
 
 /* ---- compiling ---- */
 
-/* KCUDA_NVRTC_CHECK for the table: the message names the call as NVRTC
- * spells it. */
-#define KCUDA_NVRTC(nv, where, fn, args, label)            \
-  do {                                                     \
-    nvrtcResult kcuda_rc_ = (nv)->fn args;                 \
-    if (kcuda_rc_ != NVRTC_SUCCESS) {                      \
-      st = kcuda_nvrtc_fail(kcuda_rc_, #fn #args, (where)); \
-      goto label;                                          \
-    }                                                      \
-  } while (0)
-
 /* A program that does not compile: the message carries NVRTC's log, which
  * names the line and the error. */
-static kiln_status kcuda_nvrtc_log_fail(const kcuda_nvrtc *nv, nvrtcProgram prog, const char *name) {
+static kiln_status kcuda_nvrtc_log_fail(const kcuda_nvrtc *nv, nvrtcProgram prog,
+                                        const char *name) {
   size_t size = 0;
   char *log = NULL;
-  if (nv->nvrtcGetProgramLogSize(prog, &size) == NVRTC_SUCCESS && size > 0 && (log = malloc(size)) &&
-      nv->nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
+  if (nv->nvrtcGetProgramLogSize(prog, &size) == NVRTC_SUCCESS && size > 0 &&
+      (log = malloc(size)) && nv->nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS)
     log[0] = '\0';
-  kiln_status st = kcore_fail(KILN_ERR_COMPILE, "%s: nvrtcCompileProgram failed: %s\n%s", name,
-                              nv->nvrtcGetErrorString(NVRTC_ERROR_COMPILATION), log ? log : "(no log)");
+  kiln_status st =
+      kcore_fail(KILN_ERR_COMPILE, "%s: nvrtcCompileProgram failed: %s\n%s", name,
+                 nv->nvrtcGetErrorString(NVRTC_ERROR_COMPILATION), log ? log : "(no log)");
   free(log);
   return st;
 }
 
-static kiln_status kcuda_nvrtc_compile_unranged(const char *name, const char *source, const char *const *options,
-                                int num_options, bool cubin, char **out, size_t *out_size) {
+static kiln_status kcuda_nvrtc_compile_unranged(const char *name, const char *source,
+                                                const char *const *options, int num_options,
+                                                bool cubin, char **out, size_t *out_size) {
   const kcuda_nvrtc *nv;
   nvrtcProgram prog = NULL;
   char *code = NULL;
@@ -178,7 +171,8 @@ done:
 kiln_status kcuda_nvrtc_compile(const char *name, const char *source, const char *const *options,
                                 int num_options, bool cubin, char **out, size_t *out_size) {
   kcore_range_push("kiln NVRTC compile");
-  kiln_status st = kcuda_nvrtc_compile_unranged(name, source, options, num_options, cubin, out, out_size);
+  kiln_status st =
+      kcuda_nvrtc_compile_unranged(name, source, options, num_options, cubin, out, out_size);
   kcore_range_pop();
   return st;
 }
