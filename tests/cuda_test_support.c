@@ -201,7 +201,9 @@ size_t kct_blaslt_version(const kct_blaslt *lt) { return lt->lt->version; }
 
 kiln_status kct_gemm_plan(const kir_program *p, const kfuse_group *g, kct_gemm_info *info) {
   kcuda_gemm gm;
-  kiln_status st = kcuda_gemm_plan(p, g, &gm);
+  kcuda_gemm_desc desc;
+  kiln_status st = kcuda_gemm_desc_of_group(p, g, &desc);
+  if (!st) st = kcuda_gemm_plan(&desc, &gm);
   *info = (kct_gemm_info){.batch = gm.batch, .m = gm.m, .n = gm.n, .k = gm.k,
                           .a_trans = gm.a.trans, .b_trans = gm.b.trans, .lda = gm.a.ld,
                           .ldb = gm.b.ld, .a_batch_stride = gm.a.batch_stride,
@@ -249,7 +251,9 @@ kiln_status kct_gemm_eval(kiln_device *dev, kct_blaslt *lt, const kir_program *p
   kcuda_gemm_op *op = NULL;
   kct_dev_buf bufs[4];
   memset(bufs, 0, sizeof bufs);
-  kiln_status st = kcuda_gemm_plan(p, g, &gm);
+  kcuda_gemm_desc desc;
+  kiln_status st = kcuda_gemm_desc_of_group(p, g, &desc);
+  if (!st) st = kcuda_gemm_plan(&desc, &gm);
   if (st) return st;
   if (c->tf32) gm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;
   if ((st = kcuda_gemm_stream_new(lt->lt, d, d->compute, &gs)) ||

@@ -4,11 +4,6 @@
 
 #include <stddef.h>
 
-/* The i-th argument (args is a tuple of leaves). */
-static kiln_val *arg(const kiln_tree *args, size_t i) {
-  return kiln_tree_leaf_get(kiln_tree_child(args, i))->u.val;
-}
-
 static kiln_tree *one(kiln_val *v) { return kiln_tree_val(v); }
 
 static kiln_tree *pair(kiln_tree *a, kiln_tree *b) {
@@ -17,12 +12,12 @@ static kiln_tree *pair(kiln_tree *a, kiln_tree *b) {
 
 static kiln_tree *bcast_add(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_add(t, arg(a, 0), arg(a, 1)));
+  return one(kiln_add(t, kiln_arg(a, 0), kiln_arg(a, 1)));
 }
 
 static kiln_tree *int_times_float(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_mul(t, arg(a, 0), kiln_scalar_f(t, 2.0)));
+  return one(kiln_mul(t, kiln_arg(a, 0), kiln_scalar_f(t, 2.0)));
 }
 
 /* x reduced over axis 1, back to shape [rows, 1]. */
@@ -35,14 +30,14 @@ static kiln_val *row_reduce(kiln_trace *t, kiln_val *x, int max) {
 
 static kiln_tree *softmax(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *x = arg(a, 0);
+  kiln_val *x = kiln_arg(a, 0);
   kiln_val *e = kiln_exp(t, kiln_sub(t, x, row_reduce(t, x, 1)));
   return one(kiln_div(t, e, row_reduce(t, e, 0)));
 }
 
 static kiln_tree *layernorm(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *x = arg(a, 0);
+  kiln_val *x = kiln_arg(a, 0);
   double n = (double)kiln_val_shape(x)[1];
   kiln_val *mean = kiln_div(t, row_reduce(t, x, 0), kiln_scalar_f(t, n));
   kiln_val *c = kiln_sub(t, x, mean);
@@ -52,22 +47,22 @@ static kiln_tree *layernorm(kiln_trace *t, const kiln_tree *a, void *u) {
 
 static kiln_tree *matmul(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_matmul(t, arg(a, 0), arg(a, 1)));
+  return one(kiln_matmul(t, kiln_arg(a, 0), kiln_arg(a, 1)));
 }
 
 static kiln_tree *take(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_take(t, arg(a, 0), arg(a, 1), 0));
+  return one(kiln_take(t, kiln_arg(a, 0), kiln_arg(a, 1), 0));
 }
 
 static kiln_tree *one_hot(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_one_hot(t, arg(a, 0), 5, KILN_F32));
+  return one(kiln_one_hot(t, kiln_arg(a, 0), 5, KILN_F32));
 }
 
 static kiln_tree *cumsum_body(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *c = kiln_add(t, arg(a, 0), arg(a, 1));
+  kiln_val *c = kiln_add(t, kiln_arg(a, 0), kiln_arg(a, 1));
   return pair(one(c), one(kiln_mul(t, c, kiln_scalar_f(t, 2.0))));
 }
 
@@ -173,7 +168,7 @@ static kiln_tree *switch3(kiln_trace *t, const kiln_tree *a, void *u) {
   kiln_tree *out = NULL;
   if (!kiln_func_new(plus1, NULL, "plus1", &f[0]) && !kiln_func_new(square, NULL, "square", &f[1]) &&
       !kiln_func_new(negate, NULL, "negate", &f[2]))
-    out = kiln_switch(t, arg(a, 0), 3, (const kiln_func *const *)f, kiln_tree_child(a, 1));
+    out = kiln_switch(t, kiln_arg(a, 0), 3, (const kiln_func *const *)f, kiln_tree_child(a, 1));
   for (int i = 0; i < 3; i++) kiln_func_free(f[i]);
   return out;
 }
@@ -181,23 +176,23 @@ static kiln_tree *switch3(kiln_trace *t, const kiln_tree *a, void *u) {
 static kiln_tree *sort(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
   kiln_val *idx = NULL;
-  kiln_sort(t, arg(a, 0), 0, &idx); /* argsort: the permutation of a stable sort */
-  return pair(one(kiln_sort(t, arg(a, 0), 0, NULL)), one(idx));
+  kiln_sort(t, kiln_arg(a, 0), 0, &idx); /* argsort: the permutation of a stable sort */
+  return pair(one(kiln_sort(t, kiln_arg(a, 0), 0, NULL)), one(idx));
 }
 
 static kiln_tree *argmax(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_argmax(t, arg(a, 0), 1, KILN_I32));
+  return one(kiln_argmax(t, kiln_arg(a, 0), 1, KILN_I32));
 }
 
 static kiln_tree *cumsum_rev(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  return one(kiln_cumsum(t, arg(a, 0), 0, 1));
+  return one(kiln_cumsum(t, kiln_arg(a, 0), 0, 1));
 }
 
 static kiln_tree *int_ops(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *x = arg(a, 0), *y = arg(a, 1);
+  kiln_val *x = kiln_arg(a, 0), *y = kiln_arg(a, 1);
   kiln_val *shl = kiln_shift_left(t, x, kiln_scalar(t, KILN_I32, 3));
   kiln_val *mixed = kiln_add(t, kiln_mul(t, x, kiln_scalar_i(t, 0)), kiln_and(t, x, y));
   return kiln_tree_tuple(4, (kiln_tree *[]){one(kiln_div(t, x, y)), one(kiln_rem(t, x, y)),
@@ -206,7 +201,7 @@ static kiln_tree *int_ops(kiln_trace *t, const kiln_tree *a, void *u) {
 
 static kiln_tree *structure(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *x = arg(a, 0);
+  kiln_val *x = kiln_arg(a, 0);
   int64_t lo[2] = {1, 0}, hi[2] = {0, 2}, in[2] = {0, 1};
   kiln_val *p = kiln_pad(t, x, kiln_scalar(t, KILN_F32, -1), lo, hi, in);
   int64_t start[2] = {0, 1}, limit[2] = {3, 7}, strides[2] = {1, 2};
@@ -221,8 +216,8 @@ static kiln_tree *structure(kiln_trace *t, const kiln_tree *a, void *u) {
 static kiln_tree *reduce_axes(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
   int axes02[2] = {0, 2}, axis1 = 1;
-  return pair(one(kiln_reduce_sum(t, arg(a, 0), 2, axes02)),
-              one(kiln_reduce_max(t, arg(a, 0), 1, &axis1)));
+  return pair(one(kiln_reduce_sum(t, kiln_arg(a, 0), 2, axes02)),
+              one(kiln_reduce_max(t, kiln_arg(a, 0), 1, &axis1)));
 }
 
 /* The body reads w, a value of the enclosing trace: a capture. */
@@ -236,7 +231,7 @@ static kiln_tree *closure_body(kiln_trace *t, const kiln_tree *a, void *u) {
 static kiln_tree *closure_scan(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
   kiln_func *f = NULL;
-  if (kiln_func_new(closure_body, arg(a, 1), "closure_body", &f)) return NULL;
+  if (kiln_func_new(closure_body, kiln_arg(a, 1), "closure_body", &f)) return NULL;
   kiln_tree *init = one(kiln_scalar(t, KILN_F32, 0));
   kiln_tree *out = kiln_scan(t, f, init, kiln_tree_child(a, 0), -1, 0);
   kiln_tree_free(init);
@@ -246,7 +241,7 @@ static kiln_tree *closure_scan(kiln_trace *t, const kiln_tree *a, void *u) {
 
 static kiln_tree *select_clamp(kiln_trace *t, const kiln_tree *a, void *u) {
   (void)u;
-  kiln_val *x = arg(a, 0);
+  kiln_val *x = kiln_arg(a, 0);
   kiln_val *clipped = kiln_clamp(t, kiln_scalar_f(t, -1.0), x, kiln_scalar_f(t, 1.0));
   kiln_val *relu = kiln_where(t, kiln_gt(t, x, kiln_scalar_i(t, 0)), x, kiln_scalar_f(t, 0.0));
   return pair(one(clipped), one(relu));

@@ -35,6 +35,11 @@ void kiln_jit_free(kiln_jit *j);
 /* Calls the compiled program on a tree of arrays; traces and compiles on a
  * cache miss (KILN_LOG=info says why). Thread safe. */
 kiln_status kiln_jit_call(kiln_jit *j, const kiln_tree *args, kiln_tree **out);
+/* kiln_jit_call on the tuple of n_in arrays; the result must flatten to
+ * exactly n_out arrays, stored in out (each a new reference: release with
+ * kiln_array_release). On failure out holds NULLs. */
+kiln_status kiln_jit_call_arrays(kiln_jit *j, size_t n_in, kiln_array *const *in, size_t n_out,
+                                 kiln_array **out);
 /* How many programs this jit has traced and compiled so far. */
 int64_t kiln_jit_compile_count(const kiln_jit *j);
 

@@ -8,6 +8,13 @@
 #include "kiln/device.h"
 #include "kiln/array.h"
 #include "kiln/tree.h"
+#include "kiln/trace.h"
+#include "kiln/jit.h"
+#include "kiln/numpy.h"
+#include "kiln/data.h"
+#include "kiln/optim.h"
+#include "kiln/nn.h"
+#include "kiln/transform.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -222,6 +222,22 @@ size_t kiln_path_str(const kiln_path *p, char *buf, size_t cap);
  * list or tuple, ATTR a dataclass, FLAT a custom node. */
 kiln_status kiln_tree_at(const kiln_tree *t, const kiln_path *path, const kiln_tree **out);
 
+/* The subtree at a keystr-style path ("['params']['w']", "[0]", ".w"; ""
+ * is the root), borrowed; NULL with kiln_last_error() naming the path and
+ * the missing key. */
+const kiln_tree *kiln_tree_at_str(const kiln_tree *t, const char *path);
+
+/* ---- arguments and results of traced functions ---- */
+/* The traced value of the i-th argument (args is the tuple a kiln_fn gets),
+ * or the leaf at a keystr path; NULL with a message naming the index or the
+ * path (an op given the NULL then fails the trace). */
+kiln_val *kiln_arg(const kiln_tree *args, size_t i);
+kiln_val *kiln_arg_path(const kiln_tree *args, const char *path);
+/* A tuple / dict of value leaves (a kiln_fn's result); NULL if any value is
+ * NULL (so a failed op flows through). */
+kiln_tree *kiln_tuple_of(size_t n, kiln_val *const *vals);
+kiln_tree *kiln_dict_of(size_t n, const char *const *keys, kiln_val *const *vals);
+
 /* ---- map ---- */
 /* f gets the i-th leaf of each of the n trees and returns the new leaf in
  * *out, handed over: the result tree takes an array leaf's reference and a

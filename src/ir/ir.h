@@ -756,6 +756,75 @@ char *kir_sizes_str(const kir_sizes *s, char *buf, size_t cap);
 kiln_status kir_push(kir_avals *out, kiln_dtype dtype, int rank, const int64_t *shape, bool weak);
 bool kir_all_weak(int n, const kir_aval *in);
 
+
+/* ======================================================================
+ * Autodiff rules (ad_emit.c and the *_ad.c family files)
+ *
+ * Each primitive has a jvp rule and, if it can be linear in an operand, a
+ * transpose rule; the slot for batching rules is reserved for vmap. Rules
+ * emit equations into a program through kir_add_eqn (the kir_emit_*
+ * helpers below). A tangent or cotangent of KIR_NO_VAR is a symbolic zero.
+ * ====================================================================== */
+
+/* jvp: the primal equation e (of some source program) was already emitted
+ * into p; x are its operands and y its results as vars of p, tx the
+ * operands' tangents. Writes the results' tangents to ty (KIR_NO_VAR for a
+ * zero). What the rule emits must be linear in tx, with all non-linear work
+ * done on primal values only (so partial evaluation can split it). */
+typedef kiln_status (*kir_jvp_fn)(kir_program *p, const kir_eqn *e, const kir_vid *x,
+                                  const kir_vid *y, const kir_vid *tx, kir_vid *ty);
+/* transpose of a linear equation e of program src: lin[i] marks the
+ * operands e is linear in (they have no value); the others are x[i], vars
+ * of p. ct are the results' cotangents (at least one non-zero). Writes the
+ * cotangents of the linear operands to ct_x (KIR_NO_VAR for a zero). */
+typedef kiln_status (*kir_transpose_fn)(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                        const bool *lin, const kir_vid *x, const kir_vid *ct,
+                                        kir_vid *ct_x);
+
+typedef struct kir_ad_rules {
+  kir_jvp_fn jvp[KIR_NUM_PRIMS];             /* NULL: not differentiable (yet) */
+  kir_transpose_fn transpose[KIR_NUM_PRIMS]; /* NULL: not linear */
+  void *batch[KIR_NUM_PRIMS];                /* reserved for vmap */
+} kir_ad_rules;
+
+/* Every family's rules (built once; thread-safe). */
+const kir_ad_rules *kir_ad_rules_get(void);
+void kir_elementwise_ad(kir_ad_rules *r);
+void kir_reduce_ad(kir_ad_rules *r);
+void kir_shape_ad(kir_ad_rules *r);
+void kir_dot_ad(kir_ad_rules *r);
+/* The jvp rule of primitives without tangents (piecewise constant, integer
+ * or boolean results): every result's tangent is a symbolic zero. */
+kiln_status kir_ad_jvp_zero(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
+                            const kir_vid *tx, kir_vid *ty);
+
+/* ---- emitting helpers for the rules (ad_emit.c); each writes the new
+ * equation's first result to *out ---- */
+kiln_status kir_emit(kir_program *p, kir_prim prim, const kir_params *params, int n,
+                     const kir_vid *in, kir_vid *out);
+kiln_status kir_emit1(kir_program *p, kir_prim prim, kir_vid x, kir_vid *out);
+kiln_status kir_emit2(kir_program *p, kir_prim prim, kir_vid a, kir_vid b, kir_vid *out);
+/* A rank-0 literal of like's dtype (strong). */
+kiln_status kir_emit_scalar(kir_program *p, kir_vid like, double v, kir_vid *out);
+/* x (rank 0, or of aval's rank with size-1 dims) broadcast to aval's shape;
+ * x itself if it already has it. */
+kiln_status kir_emit_broadcast_to(kir_program *p, kir_vid x, const kir_aval *aval, kir_vid *out);
+/* Zeros of aval's type. */
+kiln_status kir_emit_zeros(kir_program *p, const kir_aval *aval, kir_vid *out);
+/* x converted to dtype (x itself if it has it). */
+kiln_status kir_emit_convert(kir_program *p, kir_vid x, kiln_dtype dtype, kir_vid *out);
+/* a + b where either may be a symbolic zero (KIR_NO_VAR). */
+kiln_status kir_emit_add_any(kir_program *p, kir_vid a, kir_vid b, kir_vid *out);
+/* The cotangent ct of a result of shape out reduced to an operand of aval
+ * `to` that the elementwise primitive broadcast implicitly (rank 0 or
+ * size-1 dims): sums over the broadcast dims. */
+kiln_status kir_emit_unbroadcast(kir_program *p, kir_vid ct, const kir_aval *to, kir_vid *out);
+/* select_n(pred, on_false, on_true) with every operand broadcast to aval. */
+kiln_status kir_emit_select(kir_program *p, kir_vid pred, kir_vid on_false, kir_vid on_true,
+                            const kir_aval *aval, kir_vid *out);
+/* e's primitive applied to x alone with e's params (structural rules). */
+kiln_status kir_emit_like(kir_program *p, const kir_eqn *e, int n, const kir_vid *x, kir_vid *out);
+
 #ifdef __cplusplus
 }
 #endif

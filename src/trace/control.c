@@ -359,8 +359,8 @@ kiln_tree *kiln_fori_loop(kiln_trace *t, int64_t lower, int64_t upper, const kil
     return NULL;
   }
   ktr_fori f = {upper, body};
-  struct kiln_func cond = {ktr_fori_cond, &f, (char *)"fori_loop_cond"};
-  struct kiln_func step = {ktr_fori_body, &f, body->name};
+  struct kiln_func cond = {ktr_fori_cond, &f, (char *)"fori_loop_cond", NULL};
+  struct kiln_func step = {ktr_fori_body, &f, body->name, NULL};
   kiln_tree *start = kiln_tree_tuple(2, (kiln_tree *[]){
       kiln_tree_val(kiln_scalar(t, KILN_I32, (double)lower)), kiln_tree_clone(init)});
   if (!start) {
@@ -530,7 +530,7 @@ kiln_tree *kiln_map(kiln_trace *t, const kiln_func *f, const kiln_tree *xs) {
     ktr_failf(t, KILN_ERR_ARGUMENT, "kiln_map: the function is NULL");
     return NULL;
   }
-  struct kiln_func body = {ktr_map_body, (void *)f, f->name};
+  struct kiln_func body = {ktr_map_body, (void *)f, f->name, NULL};
   kiln_tree *none = kiln_tree_tuple(0, NULL);
   kiln_tree *out = none ? kiln_scan(t, &body, none, xs, -1, 0) : NULL;
   kiln_tree_free(none);

@@ -25,6 +25,7 @@ kiln_status kiln_func_new(kiln_fn fn, void *user, const char *name, kiln_func **
 
 void kiln_func_free(kiln_func *f) {
   if (!f) return;
+  if (f->drop) f->drop(f->user);
   free(f->name);
   free(f);
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 #include "trace/trace.h"
 
-static bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx) {
+bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx) {
   if (kiln_dtype_is_integer(ktr_aval(idx)->dtype)) return true;
   char ty[KIR_AVAL_STR_CAP];
   ktr_failf(t, KILN_ERR_DTYPE, "%s: indices must be integers, got %s", op,

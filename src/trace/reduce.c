@@ -146,23 +146,3 @@ kiln_val *kiln_dot_general(kiln_trace *t, kiln_val *a, kiln_val *b, const kiln_d
     if (!(v[i] = ktr_convert(t, op, v[i], w.dtype, w.weak != 0))) return NULL;
   return ktr_bind(t, op, KIR_PRIM_DOT_GENERAL, &p, 2, v, 1, NULL);
 }
-
-/* jnp.matmul for rank 1 and 2 operands, and batched for equal ranks > 2. */
-kiln_val *kiln_matmul(kiln_trace *t, kiln_val *a, kiln_val *b) {
-  static const char op[] = "kiln_matmul";
-  kiln_val *v[2] = {a, b};
-  if (!ktr_ok(t, op, 2, v)) return NULL;
-  int ra = ktr_aval(a)->rank, rb = ktr_aval(b)->rank;
-  if (ra < 1 || rb < 1 || (ra > 2 && rb > 2 && ra != rb) || (ra > 2 && rb < 2) ||
-      (rb > 2 && ra < 2))
-    return ktr_failf(t, KILN_ERR_SHAPE, "%s: ranks %d and %d are not supported (1, 2, or equal "
-                     "batched ranks)", op, ra, rb);
-  kiln_dot_dims d;
-  memset(&d, 0, sizeof d);
-  d.n_contract = 1;
-  d.lhs_contract[0] = ra - 1;
-  d.rhs_contract[0] = rb == 1 ? 0 : rb - 2;
-  d.n_batch = ra > 2 ? ra - 2 : 0;
-  for (int i = 0; i < d.n_batch; i++) d.lhs_batch[i] = d.rhs_batch[i] = i;
-  return kiln_dot_general(t, a, b, &d, KILN_INVALID_DTYPE);
-}

@@ -163,7 +163,19 @@ static bool ktr_with_starts(kiln_trace *t, const char *op, int lead, kiln_val **
     return false;
   }
   for (int d = 0; d < rank; d++) v[lead + d] = starts[d];
-  return ktr_ok(t, op, lead + rank, v);
+  if (!ktr_ok(t, op, lead + rank, v)) return false;
+  /* lax.dynamic_slice's default: a negative start counts from the end (the
+   * dimension size is added), then the primitive clamps. */
+  const kir_aval *xa = ktr_aval(v[0]);
+  for (int d = 0; d < rank && d < xa->rank; d++) {
+    kiln_dtype dt = ktr_aval(v[lead + d])->dtype;
+    if (!kiln_dtype_is_signed(dt) || kiln_dtype_is_float(dt)) continue;
+    kiln_val *s = v[lead + d];
+    kiln_val *neg = kiln_lt(t, s, kiln_scalar(t, dt, 0));
+    v[lead + d] = kiln_where(t, neg, kiln_add(t, s, kiln_scalar(t, dt, (double)xa->shape[d])), s);
+    if (!v[lead + d]) return false;
+  }
+  return true;
 }
 
 kiln_val *kiln_dynamic_slice(kiln_trace *t, kiln_val *x, kiln_val *const *starts,

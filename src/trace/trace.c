@@ -100,7 +100,12 @@ bool ktr_ok(kiln_trace *t, const char *op, int n, kiln_val *const *vals) {
   if (t->status) return false;
   for (int i = 0; i < n; i++) {
     if (!vals[i]) {
-      ktr_failf(t, KILN_ERR_ARGUMENT, "%s: operand %d is NULL", op, i);
+      /* A NULL from kiln_arg / kiln_arg_path: its message names the path. */
+      char why[512]; /* copied: ktr_failf rewrites the thread's message */
+      snprintf(why, sizeof why, "%s", kiln_last_error());
+      bool from_arg = strncmp(why, "kiln_arg", 8) == 0;
+      ktr_failf(t, KILN_ERR_ARGUMENT, "%s: operand %d is NULL%s%s", op, i, from_arg ? ": " : "",
+                from_arg ? why : "");
       return false;
     }
     if (!ktr_reachable(t, vals[i])) {

@@ -61,6 +61,7 @@ struct kiln_func {
   kiln_fn fn;
   void *user;
   char *name;
+  void (*drop)(void *user); /* frees `user` with the function (transformations); may be NULL */
 };
 
 /* ---- traces ---- */
@@ -117,6 +118,26 @@ kiln_status ktr_axis(const char *op, int axis, int rank, int *out);
 /* Copies a kir_aval into a public kiln_aval and back. */
 void ktr_aval_export(const kir_aval *in, kiln_aval *out);
 kir_aval ktr_aval_import(const kiln_aval *in);
+
+/* True if idx has an integer dtype; else the trace fails naming op. */
+bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx);
+
+/* ---- helpers of the numpy-level files (numpy_*.c) ---- */
+/* Marks the axes a numpy reduction names (n = KILN_ALL_AXES: all); false
+ * with the trace failed on a bad axis. */
+bool ktr_np_axes(kiln_trace *t, const char *op, kiln_val *x, int n, const int *axes,
+                 bool reduced[KIR_MAX_RANK]);
+/* lax reduction `prim` of x over the marked axes, keepdims applied. */
+kiln_val *ktr_np_reduce(kiln_trace *t, const char *op, kir_prim prim, kiln_val *x,
+                        const bool reduced[KIR_MAX_RANK], bool keepdims);
+/* jnp.sum over the marked axes: f16/bf16 accumulate in f32, cast back. */
+kiln_val *ktr_np_sum(kiln_trace *t, const char *op, kiln_val *x, const bool reduced[KIR_MAX_RANK],
+                     bool keepdims);
+/* x as jnp's inexact computation type: i64/u64 to f64, other ints and bool
+ * to f32, f16/bf16 to f32; *result gets the type the result is cast back to. */
+kiln_val *ktr_np_inexact(kiln_trace *t, const char *op, kiln_val *x, kiln_dtype *result);
+/* A scalar of x's dtype (strong). */
+kiln_val *ktr_np_like(kiln_trace *t, kiln_val *x, double v);
 
 /* ---- traced functions ---- */
 /* Traces f over a tree whose leaves are values of t: the output tree with its

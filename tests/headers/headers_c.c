@@ -7,6 +7,9 @@
 #include <kiln/dtype.h>
 #include <kiln/status.h>
 #include <kiln/tree.h>
+#include <kiln/trace.h>
+#include <kiln/jit.h>
+#include <kiln/numpy.h>
 #include <stdio.h>
 #include <string.h>
 

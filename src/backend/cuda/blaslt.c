@@ -205,22 +205,15 @@ static bool kcuda_gemm_types(kiln_dtype lhs, kiln_dtype rhs, kiln_dtype out,
   }
 }
 
-static const kir_eqn *kcuda_group_dot(const kir_program *p, const kfuse_group *g) {
-  for (int i = 0; i < g->n_eqns; i++)
-    if (p->eqns[g->eqns[i]].prim == KIR_PRIM_DOT_GENERAL) return &p->eqns[g->eqns[i]];
-  return NULL;
-}
-
 /* "dot_general f32[7,33] . f32[33,5] -> f32[7,5] + bias f32[5], relu" */
-static void kcuda_gemm_describe(const kir_program *p, const kfuse_group *g, const kir_eqn *e,
-                                char *buf, size_t cap) {
+static void kcuda_gemm_describe(const kcuda_gemm_desc *d, char *buf, size_t cap) {
   char l[KIR_AVAL_STR_CAP], r[KIR_AVAL_STR_CAP], o[KIR_AVAL_STR_CAP], b[KIR_AVAL_STR_CAP] = "";
-  kir_aval_str(kir_var_aval(p, e->in[0]), l, sizeof l);
-  kir_aval_str(kir_var_aval(p, e->in[1]), r, sizeof r);
-  kir_aval_str(kir_var_aval(p, e->out[0]), o, sizeof o);
-  if (g->epilogue != KFUSE_EPILOGUE_NONE) kir_aval_str(kir_var_aval(p, g->bias), b, sizeof b);
+  kir_aval_str(&d->lhs, l, sizeof l);
+  kir_aval_str(&d->rhs, r, sizeof r);
+  kir_aval_str(&d->out, o, sizeof o);
+  if (d->epilogue != KFUSE_EPILOGUE_NONE) kir_aval_str(&d->bias, b, sizeof b);
   snprintf(buf, cap, "dot_general %s . %s -> %s%s%s%s", l, r, o, *b ? " + bias " : "", b,
-           g->epilogue == KFUSE_EPILOGUE_BIAS_RELU ? ", relu" : "");
+           d->epilogue == KFUSE_EPILOGUE_BIAS_RELU ? ", relu" : "");
 }
 
 /* The three operands' layouts; false when one needs a copy. */
@@ -246,11 +239,11 @@ static bool kcuda_gemm_layouts(const kir_aval *lhs, const kir_aval *rhs, const k
 }
 
 /* The bias must run along n, one value per column of C (per row of D). */
-static kiln_status kcuda_gemm_bias(const kir_program *p, const kfuse_group *g, kcuda_gemm *out) {
-  out->epilogue = g->epilogue;
+static kiln_status kcuda_gemm_bias(const kcuda_gemm_desc *d, kcuda_gemm *out) {
+  out->epilogue = d->epilogue;
   out->bias_dtype = KILN_INVALID_DTYPE;
-  if (g->epilogue == KFUSE_EPILOGUE_NONE) return KILN_OK;
-  const kir_aval *bias = kir_var_aval(p, g->bias);
+  if (d->epilogue == KFUSE_EPILOGUE_NONE) return KILN_OK;
+  const kir_aval *bias = &d->bias;
   if (bias->rank != 1 || bias->dtype != out->c.dtype || bias->shape[0] != out->n)
     return kcore_fail(KILN_ERR_UNIMPLEMENTED,
                       "kcuda_gemm_plan: %s: cuBLASLt's bias takes one %s value per column of the "
@@ -261,16 +254,11 @@ static kiln_status kcuda_gemm_bias(const kir_program *p, const kfuse_group *g, k
   return KILN_OK;
 }
 
-kiln_status kcuda_gemm_plan(const kir_program *p, const kfuse_group *g, kcuda_gemm *out) {
+kiln_status kcuda_gemm_plan(const kcuda_gemm_desc *d, kcuda_gemm *out) {
   memset(out, 0, sizeof *out);
-  const kir_eqn *e = g->kind == KFUSE_DOT ? kcuda_group_dot(p, g) : NULL;
-  if (!e)
-    return kcore_fail(KILN_ERR_INTERNAL, "kcuda_gemm_plan: a %s group has no dot_general",
-                      kfuse_kind_name(g->kind));
-  kcuda_gemm_describe(p, g, e, out->what, sizeof out->what);
-  const kir_dot_dims *dn = &e->params.dot.dimension_numbers;
-  const kir_aval *lhs = kir_var_aval(p, e->in[0]), *rhs = kir_var_aval(p, e->in[1]);
-  const kir_aval *res = kir_var_aval(p, e->out[0]);
+  kcuda_gemm_describe(d, out->what, sizeof out->what);
+  const kir_dot_dims *dn = &d->dims;
+  const kir_aval *lhs = &d->lhs, *rhs = &d->rhs, *res = &d->out;
   out->c.dtype = res->dtype;
   out->align = KCUDA_GEMM_ALIGN;
   if (!kcuda_gemm_types(lhs->dtype, rhs->dtype, res->dtype, &out->compute))
@@ -285,7 +273,7 @@ kiln_status kcuda_gemm_plan(const kir_program *p, const kfuse_group *g, kcuda_ge
   out->k = kcuda_extent(lhs, dims, dn->lhs_contracting.n);
   out->m = kcuda_extent(lhs, dims, kcuda_free_dims(lhs, &dn->lhs_batch, &dn->lhs_contracting, dims));
   out->n = kcuda_extent(rhs, dims, kcuda_free_dims(rhs, &dn->rhs_batch, &dn->rhs_contracting, dims));
-  kiln_status st = kcuda_gemm_bias(p, g, out);
+  kiln_status st = kcuda_gemm_bias(d, out);
   if (st) return st;
   if (out->batch == 0 || out->m == 0 || out->n == 0) return KILN_OK; /* runs as nothing */
   if (out->k == 0)

@@ -566,7 +566,17 @@ typedef struct kcuda_gemm {
   char what[1024]; /* "dot_general bf16[8,64,32] . bf16[8,32,16] -> f32[8,64,16] ..." */
 } kcuda_gemm;
 
-/* Maps a KFUSE_DOT group of p onto a kcuda_gemm. Operand dims must collapse
+/* A dot_general to run as one cuBLASLt matmul, told without the fusion plan:
+ * its operands' and result's types, its dimension numbers, and an optional
+ * epilogue (a bias along the result's last axis, then relu). */
+typedef struct kcuda_gemm_desc {
+  kir_aval lhs, rhs, out;
+  kir_dot_dims dims;
+  kfuse_epilogue epilogue;
+  kir_aval bias; /* with an epilogue */
+} kcuda_gemm_desc;
+
+/* Maps a dot_general (and its epilogue) onto a kcuda_gemm. Operand dims must collapse
  * to a strided batch of matrices: the batch dims (in the dot's batch order),
  * the free dims and the contracting dims each form one evenly strided run
  * (size-1 dims ignored), and the contracting or the free run has stride 1
@@ -582,7 +592,11 @@ typedef struct kcuda_gemm {
  * is KILN_ERR_UNIMPLEMENTED (the result is zeros plus bias, which cuBLASLt
  * does not compute), as is anything else not expressible, with a message
  * naming the shapes: the caller then runs the group another way. */
-kiln_status kcuda_gemm_plan(const kir_program *p, const kfuse_group *g, kcuda_gemm *out);
+kiln_status kcuda_gemm_plan(const kcuda_gemm_desc *d, kcuda_gemm *out);
+/* The description of a KFUSE_DOT group of p (exec.c); KILN_ERR_INTERNAL
+ * for a group without a dot_general. */
+kiln_status kcuda_gemm_desc_of_group(const kir_program *p, const kfuse_group *g,
+                                     kcuda_gemm_desc *out);
 
 /* One cuBLASLt handle and one workspace (from the device's pool, allocated
  * and freed in the order of `stream`) for the matmuls queued on one stream. */

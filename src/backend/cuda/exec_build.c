@@ -16,12 +16,32 @@ static unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k) {
   return (unsigned)(need < 1 ? 1 : need < cap ? need : cap);
 }
 
+kiln_status kcuda_gemm_desc_of_group(const kir_program *p, const kfuse_group *g,
+                                     kcuda_gemm_desc *out) {
+  const kir_eqn *e = NULL;
+  for (int i = 0; g->kind == KFUSE_DOT && i < g->n_eqns && !e; i++)
+    if (p->eqns[g->eqns[i]].prim == KIR_PRIM_DOT_GENERAL) e = &p->eqns[g->eqns[i]];
+  if (!e)
+    return kcore_fail(KILN_ERR_INTERNAL, "kcuda_gemm_desc_of_group: a %s group has no dot_general",
+                      kfuse_kind_name(g->kind));
+  memset(out, 0, sizeof *out);
+  out->lhs = *kir_var_aval(p, e->in[0]);
+  out->rhs = *kir_var_aval(p, e->in[1]);
+  out->out = *kir_var_aval(p, e->out[0]);
+  out->dims = e->params.dot.dimension_numbers;
+  out->epilogue = g->epilogue;
+  if (g->epilogue != KFUSE_EPILOGUE_NONE) out->bias = *kir_var_aval(p, g->bias);
+  return KILN_OK;
+}
+
 /* A DOT group as one cuBLASLt matmul; one cuBLASLt declines stays a host
  * step. */
 static kiln_status kcuda_step_gemm(kdev_exec *x, const kdev_build *b, const kir_program *p,
                                    const kfuse_group *grp, kcuda_step *s) {
   kcuda_device *d = kcuda_impl(x->dev);
-  kiln_status st = kcuda_gemm_plan(p, grp, &s->gemm);
+  kcuda_gemm_desc desc;
+  kiln_status st = kcuda_gemm_desc_of_group(p, grp, &desc);
+  if (!st) st = kcuda_gemm_plan(&desc, &s->gemm);
   if (!st && s->gemm.compute == KCUDA_GEMM_COMPUTE_32F && s->gemm.a.dtype == KILN_F32 &&
       b->config->opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32)
     s->gemm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;

@@ -1,0 +1,89 @@
+/* Data sets on the host: loaders for the IDX format (MNIST and its family,
+ * gzip'd or not) and NumPy .npy files, shuffling in the order
+ * jax.random.permutation gives for the same key, and batching.
+ *
+ * A loaded data set is a kiln_host_data: a dense C-order buffer the caller
+ * owns (kiln_host_data_free), with a kiln dtype and a shape whose leading
+ * dimension is the example axis. */
+#ifndef KILN_DATA_H
+#define KILN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kiln/array.h"
+#include "kiln/dtype.h"
+#include "kiln/status.h"
+#include "kiln/tree.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_host_data {
+  kiln_dtype dtype;
+  int rank;
+  int64_t shape[KILN_MAX_RANK];
+  void *data;    /* shape's element count * dtype size bytes, row-major */
+  size_t nbytes;
+} kiln_host_data;
+
+/* Frees d's buffer and zeroes d; NULL and a zeroed struct are allowed. */
+void kiln_host_data_free(kiln_host_data *d);
+
+/* Reads an IDX file (magic 0,0,type,rank; big-endian dimensions and data),
+ * gzip'd or plain: zlib reads both. Types u8, i8, i16, i32, f32 and f64 map
+ * to kiln's dtypes; multi-byte values are converted to host order. A bad
+ * magic, an unknown type, a truncated file or trailing bytes is
+ * KILN_ERR_IO with the path and what is wrong. */
+kiln_status kiln_load_idx(const char *path, kiln_host_data *out);
+
+/* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0 headers), C order, of a
+ * dtype kiln has (bool, [u]int8..64, float16, float32, float64, either byte
+ * order; bfloat16 is not a NumPy dtype). Fortran order, an unknown dtype, a
+ * bad magic or a truncated file is KILN_ERR_IO naming the path and the
+ * problem. A 0-d array loads with rank 0. */
+kiln_status kiln_load_npy(const char *path, kiln_host_data *out);
+
+/* jax.random.permutation(key, n) for a raw key (u32[2], as
+ * jax.random.PRNGKey) and the default jax_threefry_partitionable=True:
+ * writes the n indices 0..n-1 in the order JAX gives, bit for bit. */
+kiln_status kiln_permutation(const uint32_t key[2], int64_t n, int64_t *out);
+
+/* Batches over n examples of batch_size: with drop_remainder the last
+ * partial batch is left out (floor), without it it is kept (ceil). */
+int64_t kiln_batch_count(int64_t n, int64_t batch_size, int drop_remainder);
+
+/* The rows of batch `index` of src in the given order (NULL: 0, 1, 2, ...)
+ * copied into a new kiln_host_data whose leading dimension is the batch's
+ * size (batch_size, or the remainder for a final partial batch). order, when
+ * given, holds src->shape[0] row indices (e.g. from kiln_permutation). */
+kiln_status kiln_host_data_batch(const kiln_host_data *src, const int64_t *order,
+                                 int64_t batch_size, int64_t index, kiln_host_data *out);
+
+/* A copy of d as a kiln_array on dev. */
+kiln_status kiln_host_data_to_array(const kiln_host_data *d, kiln_device *dev, kiln_array **out);
+
+/* ---- checkpoints: pytrees of arrays as safetensors files ---- */
+
+/* Saves every leaf of tree (all must be arrays: params, optimizer state, the
+ * step, a PRNG key, ...) as one safetensors tensor named by its key path as
+ * jax.tree_util.keystr writes it ("['params']['w']"), in flatten order,
+ * dtypes as safetensors names them (F32, BF16, I32, U32, ...);
+ * __metadata__ holds {"format": "kiln", "treedef": <the structure>}. The
+ * file is written to "<path>.tmp.<pid>", fsynced and renamed over path (then
+ * the directory fsynced), so a failure or a crash mid-write leaves any
+ * previous checkpoint at path intact and no temporary file behind. */
+kiln_status kiln_checkpoint_save(const char *path, const kiln_tree *tree);
+
+/* Restores a checkpoint into a tree of the same structure as `expected`
+ * (whose array leaves give the names, shapes and dtypes to check; their
+ * values are not used), with new arrays on dev. A missing tensor, a shape or
+ * dtype mismatch, or a tensor the expected tree lacks is KILN_ERR_TREE naming
+ * the first offending key path; a malformed file is KILN_ERR_IO. */
+kiln_status kiln_checkpoint_restore(const char *path, const kiln_tree *expected, kiln_device *dev,
+                                    kiln_tree **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,84 @@
+/* numpy-level traced functions (jax.numpy / jax.nn / jax.lax semantics),
+ * built from kiln's lax-level ops. Operands are promoted as jnp promotes
+ * (weak types, x64 enabled); errors are sticky on the trace as for every op
+ * (see trace.h) and name the op, shapes and dtypes.
+ *
+ * Axes: `n` axes in `axes` (negative count from the end); n = KILN_ALL_AXES
+ * reduces over every axis (numpy's axis=None). */
+#ifndef KILN_NUMPY_H
+#define KILN_NUMPY_H
+
+#include "kiln/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ALL_AXES (-1)
+
+/* ---- reductions (jnp.sum, ...); keepdims keeps reduced axes as size 1 ----
+ * sum/prod accumulate bool and narrow integers as i64 (u64 for unsigned) and
+ * f16/bf16 in f32, returning f16/bf16, as jnp does. */
+kiln_val *kiln_sum(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims);
+kiln_val *kiln_prod(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims);
+kiln_val *kiln_amax(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims);
+kiln_val *kiln_amin(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims);
+/* Integers and bool give f32 (f64 for 64-bit integers), as jnp's to_inexact. */
+kiln_val *kiln_mean(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims);
+/* Divides by N - ddof. */
+kiln_val *kiln_var(kiln_trace *t, kiln_val *x, int n, const int *axes, int ddof, int keepdims);
+kiln_val *kiln_std(kiln_trace *t, kiln_val *x, int n, const int *axes, int ddof, int keepdims);
+
+/* ---- jax.nn / jax.scipy.special; `where` (bool, broadcast to x) may be
+ * NULL. Stable as JAX's: the maximum is subtracted first. ---- */
+kiln_val *kiln_logsumexp(kiln_trace *t, kiln_val *x, int n, const int *axes, int keepdims,
+                         kiln_val *where);
+kiln_val *kiln_softmax(kiln_trace *t, kiln_val *x, int axis, kiln_val *where);
+kiln_val *kiln_log_softmax(kiln_trace *t, kiln_val *x, int axis, kiln_val *where);
+
+/* ---- elementwise ---- */
+/* jnp.clip: max(lo, x) then min(hi, .); lo or hi may be NULL. */
+kiln_val *kiln_clip(kiln_trace *t, kiln_val *x, kiln_val *lo, kiln_val *hi);
+/* numpy's sign rules: the quotient rounds toward -inf; the remainder takes
+ * the divisor's sign (integers and floats). */
+kiln_val *kiln_floor_divide(kiln_trace *t, kiln_val *a, kiln_val *b);
+kiln_val *kiln_remainder(kiln_trace *t, kiln_val *a, kiln_val *b);
+
+/* ---- indexing ---- */
+typedef enum kiln_index_mode {
+  /* Out of range gives the fill value: NaN for floats, the minimum of a
+   * signed integer type, the maximum of an unsigned one, true for bool.
+   * Negative indices in [-n, 0) count from the end. jnp's default. */
+  KILN_INDEX_FILL = 0,
+  KILN_INDEX_CLIP,              /* clamped into [0, n-1] */
+  KILN_INDEX_WRAP,              /* taken modulo n */
+  KILN_INDEX_PROMISE_IN_BOUNDS, /* the caller promises range; out of it is unspecified */
+} kiln_index_mode;
+/* jnp.take(x, indices, axis, mode) and jnp.take_along_axis(..., mode). For
+ * take, clip mode clamps negative indices to 0 as jnp does; take_along_axis
+ * counts them from the end first (kiln_take / kiln_take_along_axis of trace.h
+ * are the latter, in clip mode). take_along_axis refuses wrap, as jnp does. */
+kiln_val *kiln_take_mode(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis,
+                         kiln_index_mode mode);
+kiln_val *kiln_take_along_axis_mode(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis,
+                                    kiln_index_mode mode);
+/* jnp.argsort(x, axis, stable=True, descending): i32 indices; ties keep
+ * their order in both directions. */
+kiln_val *kiln_argsort(kiln_trace *t, kiln_val *x, int axis, int descending);
+/* lax.top_k over the last axis: the k largest values, in descending order
+ * (ties: lower index first), and their i32 indices in *indices if non-NULL. */
+kiln_val *kiln_top_k(kiln_trace *t, kiln_val *x, int64_t k, kiln_val **indices);
+
+/* ---- linear algebra ---- */
+/* jnp.einsum for two operands: "ij,jk->ik", "bij,bjk->bik", "i,j->ij",
+ * "ij,ij->", "ij,kj->ki", implicit output ("ij,jk"). Labels are letters; a
+ * label repeated within one operand, "..." and other operand counts are
+ * KILN_ERR_ARGUMENT naming the spec. */
+kiln_val *kiln_einsum(kiln_trace *t, const char *spec, kiln_val *a, kiln_val *b);
+/* kiln_matmul (trace.h) follows jnp.matmul: 1-D operands are promoted to
+ * matrices and the added axis removed, leading batch axes broadcast. */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* Transformations of kiln_funcs (JAX's jax.grad, jax.value_and_grad,
+ * jax.jvp, jax.vjp). Each returns a new kiln_func that composes with jit, with the
+ * other transformations and with itself (grad of grad): calling it inside a
+ * trace emits the transformed program into that trace, so
+ * kiln_make_jaxpr(kiln_grad(f)) prints the gradient program.
+ *
+ * A function's arguments are the children of its args tuple/list; argnums
+ * index them. Free the returned function with kiln_func_free (f must
+ * outlive it). */
+#ifndef KILN_TRANSFORM_H
+#define KILN_TRANSFORM_H
+
+#include "kiln/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* jax.grad(f, argnums, has_aux): f must return a float scalar (with
+ * has_aux, a pair (scalar, aux)). The gradient has the structure of the
+ * argument argnums[0] when num_argnums is 1, else a tuple with one entry
+ * per argnum; with has_aux the result is (gradient, aux). argnums NULL
+ * means (0). Differentiated arguments must have float leaves. */
+kiln_status kiln_grad(const kiln_func *f, const int *argnums, int num_argnums, int has_aux,
+                      kiln_func **out);
+/* jax.value_and_grad: (value, gradient), or ((value, aux), gradient). */
+kiln_status kiln_value_and_grad(const kiln_func *f, const int *argnums, int num_argnums,
+                                int has_aux, kiln_func **out);
+/* jax.jvp as a function: it takes the pair (primals, tangents) (primals the
+ * args of f, tangents of the same structure and types) and returns
+ * (f(primals), tangents of the outputs). */
+kiln_status kiln_jvp(const kiln_func *f, kiln_func **out);
+/* jax.vjp as a function: it takes the pair (primals, cotangents)
+ * (cotangents of f's outputs, same structure and types) and returns
+ * (f(primals), cotangents of the primals). Call it (or jit it) as many times
+ * as needed, like the pullback jax.vjp returns. Integer and bool inputs get
+ * float0-like cotangents (bool zeros of the input's shape); integer outputs
+ * take cotangents of their own type, which are ignored. */
+kiln_status kiln_vjp(const kiln_func *f, kiln_func **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

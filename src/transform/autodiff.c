@@ -1,0 +1,250 @@
+/* Forward mode (jvp), partial evaluation and transposition on programs. */
+#include <stdlib.h>
+#include <string.h>
+#include "transform/transform.h"
+
+/* A var map from one program's vars to another's; literals are copied on
+ * first use. */
+typedef struct ktf_map {
+  kir_vid *v;
+  int n;
+} ktf_map;
+
+static kiln_status ktf_map_new(const char *op, int n, ktf_map *m) {
+  m->n = n;
+  m->v = malloc((size_t)(n ? n : 1) * sizeof *m->v);
+  if (!m->v) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  for (int i = 0; i < n; i++) m->v[i] = KIR_NO_VAR;
+  return KILN_OK;
+}
+
+static kiln_status ktf_map_get(const char *op, ktf_map *m, kir_program *dst,
+                               const kir_program *src, kir_vid v, kir_vid *out) {
+  if (m->v[v] == KIR_NO_VAR) {
+    const kir_var *sv = &src->vars[v];
+    if (sv->kind != KIR_VAR_LITERAL)
+      return kcore_fail(KILN_ERR_INTERNAL, "%s: var %d used before it is defined", op, v);
+    kiln_status st = kir_add_literal(dst, sv->aval.dtype, sv->aval.weak, sv->u.literal, &m->v[v]);
+    if (st) return st;
+  }
+  *out = m->v[v];
+  return KILN_OK;
+}
+
+/* Copies equation e of src into dst with its operands mapped through m and
+ * records its results in m. */
+static kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *src,
+                                const kir_eqn *e, ktf_map *m, kir_vid *in) {
+  kiln_status st = KILN_OK;
+  for (int k = 0; k < e->n_in && !st; k++) st = ktf_map_get(op, m, dst, src, e->in[k], &in[k]);
+  kir_params pr;
+  int idx;
+  if (!st) st = ktf_copy_params(dst, e, &pr);
+  if (!st) st = kir_add_eqn(dst, e->prim, &pr, e->n_in, in, &idx);
+  for (int j = 0; !st && j < e->n_out; j++) m->v[e->out[j]] = dst->eqns[idx].out[j];
+  return st;
+}
+
+static int ktf_max_arity(const kir_program *p) {
+  int n = 1;
+  for (int i = 0; i < p->n_eqns; i++) {
+    if (p->eqns[i].n_in > n) n = p->eqns[i].n_in;
+    if (p->eqns[i].n_out > n) n = p->eqns[i].n_out;
+  }
+  return n;
+}
+
+static bool ktf_any_float_out(const kir_program *p, const kir_eqn *e) {
+  for (int j = 0; j < e->n_out; j++)
+    if (kiln_dtype_is_float(kir_var_aval(p, e->out[j])->dtype)) return true;
+  return false;
+}
+
+kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
+                    const kir_vid *tx, kir_vid *y, kir_vid *ty) {
+  if (src->n_constvars)
+    return kcore_fail(KILN_ERR_INTERNAL, "%s: the program has constvars", op);
+  const kir_ad_rules *rules = kir_ad_rules_get();
+  ktf_map pm = {0}, tm = {0};
+  int w = ktf_max_arity(src);
+  kir_vid *buf = malloc((size_t)w * 4 * sizeof *buf);
+  kiln_status st = buf ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!st) st = ktf_map_new(op, src->n_vars, &pm);
+  if (!st) st = ktf_map_new(op, src->n_vars, &tm);
+  for (int i = 0; !st && i < src->n_invars; i++) {
+    pm.v[src->invars[i]] = x[i];
+    tm.v[src->invars[i]] = tx[i];
+  }
+  kir_vid *xin = buf, *txin = buf + w, *yout = buf + 2 * w, *tyout = buf + 3 * w;
+  for (int i = 0; !st && i < src->n_eqns; i++) {
+    const kir_eqn *e = &src->eqns[i];
+    st = ktf_copy_eqn(op, dst, src, e, &pm, xin);
+    if (st) break;
+    bool any = false;
+    for (int k = 0; k < e->n_in; k++) {
+      txin[k] = tm.v[e->in[k]];
+      any |= txin[k] != KIR_NO_VAR;
+    }
+    if (!any || !ktf_any_float_out(src, e)) continue;
+    kir_jvp_fn rule = rules->jvp[e->prim];
+    if (!rule && kir_prim_get(e->prim)->family == KIR_FAMILY_CONTROL) {
+      st = kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                      "%s: differentiating through %s is not supported yet (control flow whose "
+                      "operands carry tangents has no autodiff rule in kiln so far)",
+                      op, kir_prim_name(e->prim));
+      break;
+    }
+    if (!rule) {
+      st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: no differentiation rule for %s yet", op,
+                      kir_prim_name(e->prim));
+      break;
+    }
+    for (int j = 0; j < e->n_out; j++) {
+      yout[j] = pm.v[e->out[j]];
+      tyout[j] = KIR_NO_VAR;
+    }
+    st = rule(dst, e, xin, yout, txin, tyout);
+    if (st) {
+      kcore_fail_wrap(st, "%s: jvp of %s", op, kir_prim_name(e->prim));
+      break;
+    }
+    for (int j = 0; j < e->n_out; j++)
+      if (kiln_dtype_is_float(kir_var_aval(src, e->out[j])->dtype)) tm.v[e->out[j]] = tyout[j];
+  }
+  for (int i = 0; !st && i < src->n_outvars; i++) {
+    st = ktf_map_get(op, &pm, dst, src, src->outvars[i], &y[i]);
+    ty[i] = tm.v[src->outvars[i]];
+  }
+  free(pm.v);
+  free(tm.v);
+  free(buf);
+  return st;
+}
+
+/* ---- reverse mode ---- */
+
+/* The jvp of src as its own program: invars (primals, tangents of the
+ * differentiated ones), outputs (primal outputs, non-zero tangent outputs),
+ * cleaned by CSE and DCE. has_t[i] says whether output i has a tangent. */
+static kiln_status ktf_linearize(const char *op, const kir_program *src, const bool *diff,
+                                 kir_program **out, bool *has_t) {
+  kir_program *J = NULL;
+  int ni = src->n_invars, no = src->n_outvars;
+  kir_vid *v = malloc((size_t)(2 * ni + 2 * no + 1) * sizeof *v);
+  kiln_status st = v ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!st) st = kir_program_new(&J);
+  kir_vid *jx = v, *jt = v + ni, *jy = v + 2 * ni, *jty = v + 2 * ni + no;
+  for (int i = 0; !st && i < ni; i++) st = kir_add_invar(J, kir_var_aval(src, src->invars[i]), &jx[i]);
+  for (int i = 0; !st && i < ni; i++) {
+    jt[i] = KIR_NO_VAR;
+    if (diff[i]) {
+      kir_aval a = *kir_var_aval(src, src->invars[i]);
+      a.weak = false;
+      st = kir_add_invar(J, &a, &jt[i]);
+    }
+  }
+  if (!st) st = ktf_jvp(op, J, src, jx, jt, jy, jty);
+  int n = no;
+  for (int i = 0; !st && i < no; i++) {
+    has_t[i] = jty[i] != KIR_NO_VAR;
+    if (has_t[i]) jy[n++] = jty[i];
+  }
+  if (!st) st = kir_set_outputs(J, n, jy);
+  if (!st) st = kir_cse(J, NULL);
+  if (!st) st = kir_dce(J, NULL);
+  free(v);
+  if (st) {
+    kir_program_free(J);
+    return st;
+  }
+  *out = J;
+  return KILN_OK;
+}
+
+kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
+                    const bool *diff, const kir_vid *ct, kir_vid *y, kir_vid *ct_x) {
+  const kir_ad_rules *rules = kir_ad_rules_get();
+  int ni = src->n_invars, no = src->n_outvars;
+  bool *has_t = calloc((size_t)(no ? no : 1), sizeof *has_t);
+  kir_program *J = NULL;
+  kiln_status st = has_t ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!st) st = ktf_linearize(op, src, diff, &J, has_t);
+  if (st) {
+    free(has_t);
+    return st;
+  }
+  /* partial evaluation: a var is linear iff it depends on a tangent invar */
+  bool *lin = calloc((size_t)J->n_vars, sizeof *lin);
+  bool *lin_eqn = calloc((size_t)(J->n_eqns ? J->n_eqns : 1), sizeof *lin_eqn);
+  ktf_map m = {0}, ctm = {0};
+  int w = ktf_max_arity(J);
+  kir_vid *buf = malloc((size_t)w * 3 * sizeof *buf);
+  bool *linf = malloc((size_t)w * sizeof *linf);
+  if (!lin || !lin_eqn || !buf || !linf)
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!st) st = ktf_map_new(op, J->n_vars, &m);
+  if (!st) st = ktf_map_new(op, J->n_vars, &ctm);
+  for (int i = ni; !st && i < J->n_invars; i++) lin[J->invars[i]] = true;
+  for (int i = 0; !st && i < ni; i++) m.v[J->invars[i]] = x[i];
+  /* the known part goes to dst */
+  for (int i = 0; !st && i < J->n_eqns; i++) {
+    const kir_eqn *e = &J->eqns[i];
+    for (int k = 0; k < e->n_in; k++) lin_eqn[i] |= lin[e->in[k]];
+    if (lin_eqn[i]) {
+      for (int j = 0; j < e->n_out; j++) lin[e->out[j]] = true;
+      if (!rules->transpose[e->prim])
+        st = kcore_fail(KILN_ERR_INTERNAL, "%s: %s is applied to a tangent but has no transpose rule",
+                        op, kir_prim_name(e->prim));
+    } else {
+      st = ktf_copy_eqn(op, dst, J, e, &m, buf);
+    }
+  }
+  for (int i = 0; !st && i < no; i++) st = ktf_map_get(op, &m, dst, J, J->outvars[i], &y[i]);
+  /* seed the cotangents of the tangent outputs */
+  for (int i = 0, k = no; !st && i < no; i++) {
+    if (!has_t[i]) continue;
+    kir_vid tv = J->outvars[k++];
+    if (ct[i] != KIR_NO_VAR && lin[tv]) st = kir_emit_add_any(dst, ctm.v[tv], ct[i], &ctm.v[tv]);
+  }
+  /* transpose the linear part, last equation first */
+  kir_vid *xin = buf, *cts = buf + w, *ctx = buf + 2 * w;
+  for (int i = J->n_eqns - 1; !st && i >= 0; i--) {
+    const kir_eqn *e = &J->eqns[i];
+    if (!lin_eqn[i]) continue;
+    bool any = false;
+    for (int j = 0; j < e->n_out; j++) any |= (cts[j] = ctm.v[e->out[j]]) != KIR_NO_VAR;
+    if (!any) continue;
+    for (int j = 0; !st && j < e->n_out; j++)
+      if (cts[j] == KIR_NO_VAR) st = kir_emit_zeros(dst, kir_var_aval(J, e->out[j]), &cts[j]);
+    for (int k = 0; !st && k < e->n_in; k++) {
+      linf[k] = lin[e->in[k]];
+      xin[k] = KIR_NO_VAR;
+      ctx[k] = KIR_NO_VAR;
+      if (!linf[k]) st = ktf_map_get(op, &m, dst, J, e->in[k], &xin[k]);
+    }
+    if (!st) st = rules->transpose[e->prim](dst, J, e, linf, xin, cts, ctx);
+    if (st) {
+      kcore_fail_wrap(st, "%s: transpose of %s", op, kir_prim_name(e->prim));
+      break;
+    }
+    for (int k = 0; !st && k < e->n_in; k++)
+      if (linf[k] && ctx[k] != KIR_NO_VAR)
+        st = kir_emit_add_any(dst, ctm.v[e->in[k]], ctx[k], &ctm.v[e->in[k]]);
+  }
+  for (int i = 0, k = ni; !st && i < ni; i++) {
+    ct_x[i] = KIR_NO_VAR;
+    if (!diff[i]) continue;
+    kir_vid tv = J->invars[k++];
+    ct_x[i] = ctm.v[tv];
+    if (ct_x[i] == KIR_NO_VAR) st = kir_emit_zeros(dst, kir_var_aval(J, tv), &ct_x[i]);
+  }
+  free(m.v);
+  free(ctm.v);
+  free(buf);
+  free(linf);
+  free(lin);
+  free(lin_eqn);
+  free(has_t);
+  kir_program_free(J);
+  return st;
+}

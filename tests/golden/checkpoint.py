@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Golden data for tests/test_data_checkpoint.cc: a safetensors file written
+by Python's `safetensors` package (its numpy API), which kiln must restore.
+
+Writes tests/golden/checkpoint_py.safetensors holding the tree
+
+  {'key': u32[2], 'opt': [{'mu': f64[2]}], 'params': {'b': i64[3], 'w': f32[2,3]},
+   'step': i32[]}
+
+with tensors named by jax.tree_util.keystr of their paths, values listed in
+the test. Run from anywhere: python3 tests/golden/checkpoint.py
+"""
+import os
+
+import jax
+import numpy as np
+from safetensors.numpy import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+tree = {
+    "params": {"w": np.arange(6, dtype=np.float32).reshape(2, 3) * 0.25 - 1,
+               "b": np.array([-3, 0, 2**40], dtype=np.int64)},
+    "opt": [{"mu": np.array([1e-300, -2.5], dtype=np.float64)}],
+    "step": np.array(7, dtype=np.int32),
+    "key": np.asarray(jax.random.PRNGKey(42), dtype=np.uint32),
+}
+flat = {jax.tree_util.keystr(p): np.asarray(v)
+        for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+save_file(flat, os.path.join(HERE, "checkpoint_py.safetensors"), metadata={"writer": "python"})
