@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
 #include "jit_cases.h"
 
 static kiln_val *kbench_arg(const kiln_tree *args, size_t i) {
@@ -83,7 +82,7 @@ static kiln_status kbench_input(kiln_device *dev, const kbench_case *c, int i, k
   size_t es = kiln_dtype_size(c->dtype);
   unsigned char *data = malloc((size_t)n * es);
   if (!data)
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: no host memory for input %d (%lld elements)",
+    return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "%s: no host memory for input %d (%lld elements)",
                       c->name, i, (long long)n);
   for (int64_t k = 0; k < n; k++) {
     float v = (float)((k * 2654435761u) % 1000) / 500.0f - 1.0f;
@@ -108,7 +107,7 @@ kiln_status kbench_case_args(kiln_device *dev, const kbench_case *c, kiln_tree *
     kiln_array *a = NULL;
     st = kbench_input(dev, c, i, &a);
     if (!st && !(leaves[i] = kiln_tree_array(a)))
-      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
+      st = kiln_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
     kiln_array_release(a);
   }
   if (st) {
@@ -117,7 +116,7 @@ kiln_status kbench_case_args(kiln_device *dev, const kbench_case *c, kiln_tree *
   }
   /* The tuple takes the leaves, and drops them if it fails. */
   if (!(*out = kiln_tree_tuple((size_t)c->n_in, leaves)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
+    return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
   return KILN_OK;
 }
 

@@ -122,9 +122,9 @@ static kiln_status time_case(const copy_case *c, int iters, uint64_t *times, dou
   for (int i = 0; i < KBENCH_WARMUP; i++)
     if ((st = run_once(c))) return st;
   for (int i = 0; i < iters; i++) {
-    uint64_t t0 = kcore_now_ns();
+    uint64_t t0 = kbench_now_ns();
     if ((st = run_once(c))) return st;
-    times[i] = kcore_now_ns() - t0;
+    times[i] = kbench_now_ns() - t0;
   }
   uint64_t ns = median(times, iters);
   *gbps = ns ? (double)c->nbytes / (double)ns : INFINITY;
@@ -139,7 +139,7 @@ static kiln_status check_round_trip(kiln_device *dev, kdev_buffer *buf, const un
   if (!st) st = dev->ops->download(dev, buf, dst, n, mode);
   if (st) return st;
   if (memcmp(src, dst, n) != 0)
-    return kcore_fail(KILN_ERR_INTERNAL, "copy_bandwidth: %s: %zu bytes came back different",
+    return kiln_fail(KILN_ERR_INTERNAL, "copy_bandwidth: %s: %zu bytes came back different",
                       dev->info.name, n);
   return KILN_OK;
 }
@@ -177,7 +177,7 @@ static kiln_status measure_size(kbench_report *r, kiln_device *dev, size_t n, in
   kdev_buffer buf = {0};
   kiln_status st = KILN_OK;
   if (!src || !dst) {
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "copy_bandwidth: no host memory for 2 x %zu bytes", n);
+    st = kiln_fail(KILN_ERR_OUT_OF_MEMORY, "copy_bandwidth: no host memory for 2 x %zu bytes", n);
     goto out;
   }
   for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 131 + (i >> 12));
@@ -220,7 +220,7 @@ static kiln_status measure_device(kbench_report *r, kiln_device *dev, const band
 static kiln_status run(kiln_ctx *ctx, const bandwidth_args *a, kbench_report *r) {
   kiln_status st = KILN_OK;
   uint64_t *times = malloc((size_t)a->iters * sizeof *times);
-  if (!times) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "copy_bandwidth: out of host memory");
+  if (!times) return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "copy_bandwidth: out of host memory");
   if ((st = kbench_report_param(r, "iters", a->iters)) ||
       (st = kbench_report_param(r, "warmup", KBENCH_WARMUP)) ||
       (st = kbench_report_param(r, "max_bytes", (double)a->max_bytes)))

@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "cases.h"
-#include "core/core.h"
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
 #include "report.h"
@@ -69,18 +68,18 @@ static kiln_status time_case(const executor *e, const kbench_case *c, int iters,
   kiln_jit *j = NULL;
   kiln_tree *args = NULL;
   uint64_t *ns = calloc((size_t)iters, sizeof *ns);
-  kiln_status st = ns ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "bench_fusion: no memory");
+  kiln_status st = ns ? KILN_OK : kiln_fail(KILN_ERR_OUT_OF_MEMORY, "bench_fusion: no memory");
   if (!st) st = kbench_case_args(e->dev, c, &args);
   if (!st) st = kiln_func_new(c->fn, c->user, c->name, &f);
   if (!st) st = kiln_jit_new(e->ctx, f, NULL, &j);
   if (!st) st = call_batch(j, args, batch); /* warm-up: traces and compiles */
   for (int i = 0; i < iters && !st; i++) {
-    uint64_t t0 = kcore_now_ns();
+    uint64_t t0 = kbench_now_ns();
     st = call_batch(j, args, batch);
-    ns[i] = (kcore_now_ns() - t0) / (uint64_t)batch;
+    ns[i] = (kbench_now_ns() - t0) / (uint64_t)batch;
   }
   if (!st) *ms = median_ms(ns, iters);
-  else kcore_fail_wrap(st, "%s under the %s executor", c->name, kiln_executor_name(e->mode));
+  else kiln_fail_wrap(st, "%s under the %s executor", c->name, kiln_executor_name(e->mode));
   free(ns);
   kiln_tree_free(args);
   kiln_jit_free(j);
@@ -106,7 +105,7 @@ static kiln_status copy_gbps(kiln_device *dev, double bytes, int iters, int batc
   uint64_t *ns = calloc((size_t)iters, sizeof *ns);
   kiln_status st = KILN_OK;
   if (!host || !ns) {
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "copy bandwidth: no host memory for %zu bytes", n);
+    st = kiln_fail(KILN_ERR_OUT_OF_MEMORY, "copy bandwidth: no host memory for %zu bytes", n);
     goto out;
   }
   memset(host, 0x5a, n); /* touched, so that no copy reads the zero page */
@@ -115,9 +114,9 @@ static kiln_status copy_gbps(kiln_device *dev, double bytes, int iters, int batc
       (st = copy_batch(dev, &dst, &src, n, batch)))
     goto out;
   for (int i = 0; i < iters && !st; i++) {
-    uint64_t t0 = kcore_now_ns();
+    uint64_t t0 = kbench_now_ns();
     st = copy_batch(dev, &dst, &src, n, batch);
-    ns[i] = (kcore_now_ns() - t0) / (uint64_t)batch;
+    ns[i] = (kbench_now_ns() - t0) / (uint64_t)batch;
   }
   if (!st) *gbps = 2.0 * (double)n / (median_ms(ns, iters) * 1e6);
 out:

@@ -4,12 +4,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "core/core.h"
 
 typedef struct kbench_named {
   char *name;
@@ -43,7 +43,7 @@ static kiln_status kbench_grow(void *array, int *count, size_t size) {
   void *items;
   memcpy(&items, array, sizeof items);
   char *grown = realloc(items, (size_t)(*count + 1) * size);
-  if (!grown) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kbench: out of host memory");
+  if (!grown) return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "kbench: out of host memory");
   memset(grown + (size_t)*count * size, 0, size);
   memcpy(array, &grown, sizeof grown);
   (*count)++;
@@ -51,14 +51,14 @@ static kiln_status kbench_grow(void *array, int *count, size_t size) {
 }
 
 static kiln_status kbench_dup(const char *s, char **out) {
-  *out = kcore_strdup(s ? s : "");
-  return *out ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kbench: out of host memory");
+  *out = strdup(s ? s : "");
+  return *out ? KILN_OK : kiln_fail(KILN_ERR_OUT_OF_MEMORY, "kbench: out of host memory");
 }
 
 kiln_status kbench_report_new(const char *name, kbench_report **out) {
   *out = NULL;
   kbench_report *r = calloc(1, sizeof *r);
-  if (!r) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kbench_report_new: out of host memory");
+  if (!r) return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "kbench_report_new: out of host memory");
   kiln_status st = kbench_dup(name, &r->name);
   if (st) {
     free(r);
@@ -142,7 +142,7 @@ static kiln_status kbench_column(kbench_report *r, const char *column, int *inde
 
 kiln_status kbench_report_value(kbench_report *r, const char *column, double value) {
   if (r->num_rows == 0)
-    return kcore_fail(KILN_ERR_ARGUMENT, "kbench_report_value: column %s set before any row",
+    return kiln_fail(KILN_ERR_ARGUMENT, "kbench_report_value: column %s set before any row",
                       column);
   int c;
   kiln_status st = kbench_column(r, column, &c);
@@ -351,7 +351,7 @@ static kiln_status kbench_default_path(const kbench_report *r, char *buf, size_t
   kbench_slug(r->num_devices ? r->device_names[0] : "", slug, sizeof slug);
   snprintf(buf, cap, "%s/bench/results", KILN_SOURCE_DIR);
   if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-    return kcore_fail(KILN_ERR_IO, "kbench_report_write_json: cannot create %s: %s", buf,
+    return kiln_fail(KILN_ERR_IO, "kbench_report_write_json: cannot create %s: %s", buf,
                       strerror(errno));
   size_t n = strlen(buf);
   snprintf(buf + n, cap - n, "/%s-%s.json", r->name, slug);
@@ -368,12 +368,12 @@ kiln_status kbench_report_write_json(const kbench_report *r, const char *path, c
   }
   FILE *f = fopen(path, "w");
   if (!f)
-    return kcore_fail(KILN_ERR_IO, "kbench_report_write_json: cannot open %s: %s", path,
+    return kiln_fail(KILN_ERR_IO, "kbench_report_write_json: cannot open %s: %s", path,
                       strerror(errno));
   kbench_json(r, f);
   bool failed = ferror(f) != 0;
   if (fclose(f) != 0 || failed)
-    return kcore_fail(KILN_ERR_IO, "kbench_report_write_json: writing %s failed", path);
+    return kiln_fail(KILN_ERR_IO, "kbench_report_write_json: writing %s failed", path);
   if (written) snprintf(written, cap, "%s", path);
   return KILN_OK;
 }
@@ -386,4 +386,10 @@ static int kbench_cmp_u64(const void *a, const void *b) {
 double kbench_median_ns(uint64_t *ns, int n) {
   qsort(ns, (size_t)n, sizeof *ns, kbench_cmp_u64);
   return (double)ns[n / 2];
+}
+
+uint64_t kbench_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }

@@ -36,6 +36,8 @@ void kbench_report_print(const kbench_report *r, FILE *out);
 
 /* The median of n timings in nanoseconds (sorted in place), in ns. */
 double kbench_median_ns(uint64_t *ns, int n);
+/* A monotonic clock in nanoseconds, for timing calls. */
+uint64_t kbench_now_ns(void);
 /* Writes the JSON to `path`, or, when path is NULL, to
  * bench/results/<name>-<first device>.json in the source tree. The path used
  * is copied into `written` (cap bytes) when it is not NULL. */

@@ -314,3 +314,11 @@ out:
   kcuda_leave(d);
   return st;
 }
+
+kiln_status kct_nvrtc_open(const char *library, int *major) {
+  kcuda_nvrtc *nv = NULL;
+  kiln_status st = kcuda_nvrtc_open_library(library, &nv);
+  if (st == KILN_OK) *major = nv->major;
+  kcuda_nvrtc_close(nv);
+  return st;
+}

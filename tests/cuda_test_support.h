@@ -38,6 +38,9 @@ kiln_status kct_nccl_comm_count_null(void); /* ncclCommCount(NULL, ...) */
 /* kcuda_driver_load on `library`, then unload. */
 kiln_status kct_driver_load(const char *library);
 
+/* Opens NVRTC from `library` into a table of its own (not the process's);
+ * *major is its version's major. */
+kiln_status kct_nvrtc_open(const char *library, int *major);
 kiln_status kct_nvrtc_compile(const char *name, const char *source, const char *arch, bool cubin,
                               char **code, size_t *size);
 

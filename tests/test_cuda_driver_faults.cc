@@ -2,9 +2,11 @@
 // failures injected: every reason CUDA cannot be used is reported as such,
 // a failure at any step of opening the devices gives back everything taken
 // so far, and a failed copy leaves the context usable.
+#include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -84,12 +86,35 @@ TEST_F(FakeDriver, OpensEveryDeviceWithItsInfo) {
   }
 }
 
+// The driver floor is the toolkit kiln is built with (CUDA_VERSION of its
+// headers), and the message names both versions.
+static std::string too_old_message(int driver) {
+  char toolkit[16];
+  snprintf(toolkit, sizeof toolkit, "%d.%d", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  return "kiln_ctx_new: CUDA backend: driver too old: supports CUDA " +
+         std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
+         ", kiln is built with CUDA " + toolkit + " and needs a driver for CUDA " + toolkit +
+         " or newer";
+}
+
 TEST_F(FakeDriver, DriverTooOld) {
   KctScopedEnv version("KILN_FAKE_CUDA_VERSION", "11080");
   EXPECT_EQ(open(), KILN_ERR_DEVICE);
-  EXPECT_EQ(last_error(),
-            "kiln_ctx_new: CUDA backend: driver too old: supports CUDA 11.8, kiln "
-            "needs 12.0");
+  EXPECT_EQ(last_error(), too_old_message(11080));
+}
+
+// A driver one minor release older than the toolkit is refused, though it
+// would have met the old fixed floor of CUDA 12.0; the toolkit's own version
+// is accepted.
+TEST_F(FakeDriver, DriverOlderThanToolkit) {
+  const int older = CUDA_VERSION % 1000 >= 10 ? CUDA_VERSION - 10 : CUDA_VERSION - 1000 + 90;
+  {
+    KctScopedEnv version("KILN_FAKE_CUDA_VERSION", std::to_string(older).c_str());
+    EXPECT_EQ(open(), KILN_ERR_DEVICE);
+    EXPECT_EQ(last_error(), too_old_message(older));
+  }
+  KctScopedEnv version("KILN_FAKE_CUDA_VERSION", std::to_string(CUDA_VERSION).c_str());
+  EXPECT_EQ(open(), KILN_OK) << last_error();
 }
 
 TEST_F(FakeDriver, CuInitFailure) {
@@ -107,11 +132,13 @@ TEST_F(FakeDriver, NoDevice) {
 }
 
 TEST_F(FakeDriver, MissingEntryPoint) {
+  KctScopedEnv version("KILN_FAKE_CUDA_VERSION", std::to_string(CUDA_VERSION).c_str());
   KctScopedEnv hide("KILN_FAKE_CUDA_HIDE", "cuMemPoolTrimTo");
   EXPECT_EQ(open(), KILN_ERR_DEVICE);
-  EXPECT_EQ(last_error(),
-            "kiln_ctx_new: CUDA backend: the CUDA driver (CUDA 12.8) has no entry "
-            "point cuMemPoolTrimTo for CUDA 11.2");
+  char driver[16];
+  snprintf(driver, sizeof driver, "%d.%d", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  EXPECT_EQ(last_error(), std::string("kiln_ctx_new: CUDA backend: the CUDA driver (CUDA ") +
+                              driver + ") has no entry point cuMemPoolTrimTo for CUDA 11.2");
 }
 
 TEST_F(FakeDriver, DeviceWithoutMemoryPools) {

@@ -176,6 +176,20 @@ TEST(CudaNvrtcErrors, StatusMapping) {
       "fused_3: nvrtcCreateProgram(&p, src, name, 0, 0, 0) failed: NVRTC_ERROR_INVALID_INPUT");
 }
 
+// NVRTC is dlopen'ed: a missing library is a device error that names it and
+// the CUDA major kiln needs; the toolkit's own opens, at the toolkit's major.
+TEST(CudaNvrtcErrors, MissingLibraryIsNamed) {
+  int major = 0;
+  EXPECT_EQ(kct_nvrtc_open("libkiln-no-such-nvrtc.so.1", &major), KILN_ERR_DEVICE);
+  EXPECT_TRUE(contains(last_error(), "no NVRTC library (dlopen libkiln-no-such-nvrtc.so.1: "))
+      << last_error();
+  EXPECT_TRUE(contains(last_error(), "install NVRTC of CUDA " + std::to_string(CUDA_VERSION / 1000)))
+      << last_error();
+  const std::string toolkit_nvrtc = "libnvrtc.so." + std::to_string(CUDA_VERSION / 1000);
+  ASSERT_EQ(kct_nvrtc_open(toolkit_nvrtc.c_str(), &major), KILN_OK) << last_error();
+  EXPECT_EQ(major, CUDA_VERSION / 1000);
+}
+
 TEST(CudaNvrtcErrors, BadSourceIsACompileErrorWithTheLog) {
   char *code = nullptr;
   size_t size = 0;

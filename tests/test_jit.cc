@@ -2,10 +2,12 @@
 // signature cache under threads, donation, stages, eval_shape, make_jaxpr,
 // partial_eval_by_shape, sticky trace errors and bad input.
 #include <gtest/gtest.h>
+#include <nvrtc.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -441,17 +443,23 @@ kiln_tree *Dot(kiln_trace *t, const kiln_tree *a, void *) {
   return kiln_tree_val(kiln_tanh(t, kiln_matmul(t, x, y)));
 }
 
+// A CPU context that dumps plans and kernels to `dir`; NULL on failure.
+kiln_ctx *CpuCtxDumpingTo(const std::string &dir) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  o.dump_dir = dir.c_str();
+  kiln_ctx *ctx = nullptr;
+  return kiln_ctx_new(&o, &ctx) == KILN_OK ? ctx : nullptr;
+}
+
 // A kernel NVRTC refuses (here: an architecture this NVRTC no longer
 // targets) is KILN_ERR_COMPILE with NVRTC's reason and the path of the
 // kernel's source, which is complete on its own.
 TEST(Jit, LoweringNvrtcRefusesNamesTheKernelSource) {
   TempDir dump("lower-dump");
-  kiln_options o;
-  kiln_options_init(&o);
-  o.backend = KILN_BACKEND_CPU;
-  o.dump_dir = dump.path().c_str();
-  kiln_ctx *ctx = nullptr;
-  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  kiln_ctx *ctx = CpuCtxDumpingTo(dump.path());
+  ASSERT_NE(ctx, nullptr) << kiln_last_error();
   kiln_device *dev = nullptr;
   ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
   Func f(Double, nullptr, "double");
@@ -471,6 +479,66 @@ TEST(Jit, LoweringNvrtcRefusesNamesTheKernelSource) {
   std::string path = msg.substr(at + 27, msg.find(')', at) - at - 27);
   EXPECT_EQ(path.rfind(dump.path(), 0), 0u) << path;
   EXPECT_TRUE(Contains(ReadFile(path), "extern \"C\" __global__")) << path;
+  kiln_lowered_free(l);
+  kiln_tree_free(x);
+  kiln_jit_free(j);
+  kiln_ctx_free(ctx);
+}
+
+// exp(x) with its row sums and its column sums: kernels of several groups.
+kiln_tree *ExpRowAndColumnSums(kiln_trace *t, const kiln_tree *a, void *) {
+  kiln_val *e = kiln_exp(t, kiln_tree_leaf_get(a)->u.val);
+  const int rows[1] = {1}, columns[1] = {0};
+  kiln_val *r = kiln_reduce_sum(t, e, 1, rows);
+  kiln_val *c = kiln_reduce_sum(t, kiln_mul(t, e, e), 1, columns);
+  return Tuple({kiln_tree_val(e), kiln_tree_val(r), kiln_tree_val(c)});
+}
+
+// Lowering for a chosen sm_XY on a machine without a GPU puts every CUDA
+// kernel of the plan into KILN_DUMP_DIR as its own .cu file, the very source
+// of the plan text, which NVRTC compiles alone (the prelude is in it).
+TEST(Jit, DumpDirHoldsEveryCudaKernelWhenLoweringWithoutADevice) {
+  TempDir dump("lower-cu-dump");
+  kiln_ctx *ctx = CpuCtxDumpingTo(dump.path());
+  ASSERT_NE(ctx, nullptr) << kiln_last_error();
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  Func f(ExpRowAndColumnSums, nullptr, "exp_row_and_column_sums");
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
+  kiln_tree *x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
+  kiln_lowered *l = nullptr;
+  ASSERT_EQ(kiln_jit_lower(j, x, &l), KILN_OK) << kiln_last_error();
+  char *text = nullptr;
+  ASSERT_EQ(kiln_lowered_cuda_text(l, 90, &text), KILN_OK) << kiln_last_error();
+  std::string plan = text;
+  free(text);
+
+  std::vector<std::filesystem::path> files;
+  for (const auto &e : std::filesystem::directory_iterator(dump.path()))
+    if (e.path().extension() == ".cu") files.push_back(e.path());
+  size_t kernels = 0;
+  for (size_t at = plan.find("/* ---- group "); at != std::string::npos;
+       at = plan.find("/* ---- group ", at + 1))
+    kernels++;
+  ASSERT_GE(kernels, 2u) << plan;
+  ASSERT_EQ(files.size(), kernels) << plan;
+  for (const auto &file : files) {
+    std::string source = ReadFile(file.string());
+    EXPECT_NE(plan.find(source), std::string::npos) << file << " is not a kernel of the plan";
+    nvrtcProgram prog = nullptr;
+    ASSERT_EQ(nvrtcCreateProgram(&prog, source.c_str(), file.filename().c_str(), 0, nullptr,
+                                 nullptr),
+              NVRTC_SUCCESS);
+    const char *opts[] = {"-arch=sm_90"};
+    nvrtcResult rc = nvrtcCompileProgram(prog, 1, opts);
+    size_t log_size = 0;
+    nvrtcGetProgramLogSize(prog, &log_size);
+    std::string log(log_size, '\0');
+    nvrtcGetProgramLog(prog, log.data());
+    EXPECT_EQ(rc, NVRTC_SUCCESS) << file << ":\n" << log;
+    nvrtcDestroyProgram(&prog);
+  }
   kiln_lowered_free(l);
   kiln_tree_free(x);
   kiln_jit_free(j);

@@ -59,6 +59,19 @@ kiln_status_kind kiln_status_kind_of(kiln_status s);
 const char *kiln_last_error(void);
 void kiln_clear_error(void);
 
+/* Sets the calling thread's message (printf-style) and returns s, so that
+ * code built on kiln (a traced function, a tool, a benchmark) reports its
+ * own failures the way kiln's calls do: `return kiln_fail(KILN_ERR_IO, ...)`.
+ * kiln_fail_wrap keeps the message already there after the new one
+ * ("<new>: <old>"), to say what was being done when a kiln call failed. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define KILN_PRINTF_LIKE(f, a)
+#endif
+kiln_status kiln_fail(kiln_status s, const char *fmt, ...) KILN_PRINTF_LIKE(2, 3);
+kiln_status kiln_fail_wrap(kiln_status s, const char *fmt, ...) KILN_PRINTF_LIKE(2, 3);
+
 #ifdef __cplusplus
 }
 #endif

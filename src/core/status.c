@@ -59,13 +59,10 @@ kiln_status kcore_fail(kiln_status s, const char *fmt, ...) {
   return s;
 }
 
-kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) {
+static kiln_status kcore_vfail_wrap(kiln_status s, const char *fmt, va_list ap) {
   char old[KCORE_MSG_CAP];
   memcpy(old, kcore_msg, sizeof old);
-  va_list ap;
-  va_start(ap, fmt);
   int n = vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
-  va_end(ap);
   /* Append ": <old>", cut to what is left of the buffer. */
   size_t used = n < 0 ? 0 : (size_t)n, room = sizeof kcore_msg - 1;
   if (old[0] != '\0' && used + 2 < room) {
@@ -81,4 +78,28 @@ kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) {
 _Noreturn void kcore_assert_failed(const char *expr, const char *file, int line, const char *fn) {
   fprintf(stderr, "kiln: internal invariant broken: %s (%s:%d in %s)\n", expr, file, line, fn);
   abort();
+}
+
+kiln_status kiln_fail(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kcore_vfail(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+kiln_status kcore_fail_wrap(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kcore_vfail_wrap(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+kiln_status kiln_fail_wrap(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kcore_vfail_wrap(s, fmt, ap);
+  va_end(ap);
+  return s;
 }

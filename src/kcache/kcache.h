@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/core.h"
 
@@ -80,6 +81,40 @@ void kcache_stats_get(kcache *c, kcache_stats *out);
  * renamed over `path`; `durable` syncs the data before the rename.
  * KILN_ERR_IO names the path and the system's reason. */
 kiln_status kcache_write_file(const char *path, const void *data, size_t size, bool durable);
+
+/* Writes `source` to "<dir>/<name>.<16 hex digits of its digest>.<ext>",
+ * creating `dir` (one level) when missing: named by content so that runs and
+ * processes agree. *path (malloc'ed) is the file, when path is not NULL.
+ * For KILN_DUMP_DIR. */
+kiln_status kcache_dump_source(const char *dir, const char *name, const char *ext,
+                               const char *source, char **path);
+
+/* ---- shared by the files of src/kcache only ---- */
+
+#define KCACHE_FORMAT 1u /* of keys and entry files: bumping it drops old entries */
+
+/* BLAKE2b-128, fed in pieces (digest.c). */
+typedef struct kcache_hasher {
+  uint64_t h[8];
+  uint64_t t; /* bytes compressed so far (inputs stay far below 2^64) */
+  uint8_t buf[128];
+  size_t fill;
+} kcache_hasher;
+
+void kcache_hasher_init(kcache_hasher *s);
+void kcache_hasher_update(kcache_hasher *s, const void *data, size_t n);
+void kcache_hasher_final(kcache_hasher *s, uint8_t out[16]);
+/* Little-endian loads and stores. */
+uint64_t kcache_load64(const uint8_t *p);
+void kcache_store64(uint8_t *p, uint64_t v);
+uint32_t kcache_load32(const uint8_t *p);
+void kcache_store32(uint8_t *p, uint32_t v);
+
+/* files.c: reads up to n bytes (fewer at end of file), -1 on error; writes
+ * the parts into a temporary file beside `path` renamed over it. */
+ssize_t kcache_read_full(int fd, void *data, size_t n);
+kiln_status kcache_install_parts(const char *op, const char *path, const void *const *parts,
+                                 const size_t *sizes, int num_parts, bool durable);
 
 #ifdef __cplusplus
 }

@@ -26,182 +26,12 @@
 #include <unistd.h>
 #include "kcache/kcache.h"
 
-#define KCACHE_FORMAT 1u
 #define KCACHE_HEADER 64u
 #define KCACHE_SUMMED 48u /* header bytes covered by the checksum */
 #define KCACHE_SUFFIX ".kiln"
 /* A temporary file this old was left by a process that died mid-install. */
 #define KCACHE_STALE_SECONDS 3600
 static const char kcache_magic[8] = {'k', 'i', 'l', 'n', 'k', 'e', 'r', 'n'};
-
-/* ---- BLAKE2b (RFC 7693), 16-byte digests ---- */
-
-typedef struct krt_b2b {
-  uint64_t h[8];
-  uint64_t t; /* bytes compressed so far (inputs stay far below 2^64) */
-  uint8_t buf[128];
-  size_t fill;
-} krt_b2b;
-
-static const uint64_t krt_b2b_iv[8] = {
-    0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull, 0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull,
-    0x510e527fade682d1ull, 0x9b05688c2b3e6c1full, 0x1f83d9abfb41bd6bull, 0x5be0cd19137e2179ull};
-
-static const uint8_t krt_b2b_sigma[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
-
-static uint64_t krt_load64(const uint8_t *p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t v;
-  memcpy(&v, p, sizeof v); /* one load where the byte order already matches */
-  return v;
-#else
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-#endif
-}
-
-static void krt_store64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t krt_load32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void krt_store32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t krt_rotr64(uint64_t x, int n) { return x >> n | x << (64 - n); }
-
-static inline void krt_b2b_mix(uint64_t *v, int a, int b, int c, int d, uint64_t x, uint64_t y) {
-  v[a] = v[a] + v[b] + x;
-  v[d] = krt_rotr64(v[d] ^ v[a], 32);
-  v[c] = v[c] + v[d];
-  v[b] = krt_rotr64(v[b] ^ v[c], 24);
-  v[a] = v[a] + v[b] + y;
-  v[d] = krt_rotr64(v[d] ^ v[a], 16);
-  v[c] = v[c] + v[d];
-  v[b] = krt_rotr64(v[b] ^ v[c], 63);
-}
-
-static void krt_b2b_compress(krt_b2b *s, bool last) {
-  uint64_t m[16], v[16];
-  for (int i = 0; i < 16; i++) m[i] = krt_load64(s->buf + 8 * i);
-  for (int i = 0; i < 8; i++) {
-    v[i] = s->h[i];
-    v[i + 8] = krt_b2b_iv[i];
-  }
-  v[12] ^= s->t; /* the high word of the counter stays zero */
-  if (last) v[14] = ~v[14];
-  for (int r = 0; r < 12; r++) {
-    const uint8_t *g = krt_b2b_sigma[r];
-    krt_b2b_mix(v, 0, 4, 8, 12, m[g[0]], m[g[1]]);
-    krt_b2b_mix(v, 1, 5, 9, 13, m[g[2]], m[g[3]]);
-    krt_b2b_mix(v, 2, 6, 10, 14, m[g[4]], m[g[5]]);
-    krt_b2b_mix(v, 3, 7, 11, 15, m[g[6]], m[g[7]]);
-    krt_b2b_mix(v, 0, 5, 10, 15, m[g[8]], m[g[9]]);
-    krt_b2b_mix(v, 1, 6, 11, 12, m[g[10]], m[g[11]]);
-    krt_b2b_mix(v, 2, 7, 8, 13, m[g[12]], m[g[13]]);
-    krt_b2b_mix(v, 3, 4, 9, 14, m[g[14]], m[g[15]]);
-  }
-  for (int i = 0; i < 8; i++) s->h[i] ^= v[i] ^ v[i + 8];
-}
-
-static void krt_b2b_init(krt_b2b *s) {
-  memset(s, 0, sizeof *s);
-  memcpy(s->h, krt_b2b_iv, sizeof s->h);
-  s->h[0] ^= 0x01010000u | 16u; /* fanout 1, depth 1, no key, 16-byte digest */
-}
-
-static void krt_b2b_update(krt_b2b *s, const void *data, size_t n) {
-  const uint8_t *p = data;
-  while (n > 0) {
-    /* A full buffer is compressed only once more input arrives: the last
-     * block must be compressed with the final flag. */
-    if (s->fill == sizeof s->buf) {
-      s->t += sizeof s->buf;
-      krt_b2b_compress(s, false);
-      s->fill = 0;
-    }
-    size_t take = sizeof s->buf - s->fill;
-    if (take > n) take = n;
-    memcpy(s->buf + s->fill, p, take);
-    s->fill += take;
-    p += take;
-    n -= take;
-  }
-}
-
-static void krt_b2b_final(krt_b2b *s, uint8_t out[16]) {
-  s->t += s->fill;
-  memset(s->buf + s->fill, 0, sizeof s->buf - s->fill);
-  krt_b2b_compress(s, true);
-  krt_store64(out, s->h[0]);
-  krt_store64(out + 8, s->h[1]);
-}
-
-void kcache_digest(const void *data, size_t size, kcache_key *out) {
-  krt_b2b s;
-  krt_b2b_init(&s);
-  krt_b2b_update(&s, data, size);
-  krt_b2b_final(&s, out->bytes);
-}
-
-/* ---- keys ---- */
-
-/* Each part is length-prefixed, so ("ab", "c") and ("a", "bc") differ;
- * NULL is told apart from "" by a length no string has. */
-static void kcache_absorb(krt_b2b *s, const void *data, size_t n) {
-  uint8_t len[8];
-  krt_store64(len, data ? (uint64_t)n : UINT64_MAX);
-  krt_b2b_update(s, len, sizeof len);
-  if (data) krt_b2b_update(s, data, n);
-}
-
-static void kcache_absorb_str(krt_b2b *s, const char *str) {
-  kcache_absorb(s, str, str ? strlen(str) : 0);
-}
-
-void kcache_key_make(const kcache_key_parts *parts, kcache_key *out) {
-  krt_b2b s;
-  krt_b2b_init(&s);
-  kcache_absorb_str(&s, "kiln kernel cache key");
-  uint8_t format[4];
-  krt_store32(format, KCACHE_FORMAT);
-  kcache_absorb(&s, format, sizeof format);
-  kcache_absorb_str(&s, kiln_version());
-  kcache_absorb_str(&s, parts->target);
-  kcache_absorb_str(&s, parts->compiler);
-  uint8_t count[8];
-  krt_store64(count, (uint64_t)(parts->num_options > 0 ? parts->num_options : 0));
-  kcache_absorb(&s, count, sizeof count);
-  for (int i = 0; i < parts->num_options; i++) kcache_absorb_str(&s, parts->options[i]);
-  kcache_absorb(&s, parts->source, parts->source_size);
-  krt_b2b_final(&s, out->bytes);
-}
-
-void kcache_key_hex(const kcache_key *key, char out[33]) {
-  static const char digits[] = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    out[2 * i] = digits[key->bytes[i] >> 4];
-    out[2 * i + 1] = digits[key->bytes[i] & 15];
-  }
-  out[32] = '\0';
-}
 
 /* ---- the cache object ---- */
 
@@ -235,7 +65,7 @@ struct kcache {
 #define KCACHE_LOG(c, lvl, ...) kcore_log((c)->level, (lvl), __VA_ARGS__)
 
 static size_t kcache_bucket(const kcache *c, const kcache_key *key) {
-  return (size_t)krt_load64(key->bytes) & (c->num_buckets - 1);
+  return (size_t)kcache_load64(key->bytes) & (c->num_buckets - 1);
 }
 
 static kcache_entry *kcache_find(kcache *c, const kcache_key *key) {
@@ -253,7 +83,7 @@ static void kcache_grow(kcache *c) {
   for (size_t i = 0; i < c->num_buckets; i++) {
     for (kcache_entry *e = c->buckets[i], *next; e; e = next) {
       next = e->next;
-      size_t j = (size_t)krt_load64(e->key.bytes) & (n - 1);
+      size_t j = (size_t)kcache_load64(e->key.bytes) & (n - 1);
       e->next = b[j];
       b[j] = e;
     }
@@ -307,72 +137,19 @@ kiln_status kcache_entry_path(const kcache *c, const kcache_key *key, char *buf,
   return KILN_OK;
 }
 
-/* Writes all n bytes, retrying short writes and interruptions; -1 with
- * errno set on failure. */
-/* Reads up to n bytes; returns how many arrived before end of file, or -1. */
-static ssize_t krt_read_full(int fd, void *data, size_t n) {
-  char *p = data;
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = read(fd, p + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (r == 0) break;
-    got += (size_t)r;
-  }
-  return (ssize_t)got;
-}
-
-/* Writes the parts into a fresh temporary file beside `path` and renames it
- * over `path`. `durable` syncs the data first, so that after a crash the name
- * never points to a file whose blocks were not written. The directory is not
- * synced: a rename lost in a crash costs one recompilation, nothing more. */
-static kiln_status krt_install_parts(const char *op, const char *path, const void *const *parts,
-                                     const size_t *sizes, int num_parts, bool durable) {
-  static const char mark[] = ".tmp-XXXXXX"; /* after ".kiln": KCACHE_TEMP_MARK */
-  size_t n = strlen(path) + sizeof mark;
-  char *tmp = malloc(n);
-  if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: %s: out of host memory", op, path);
-  snprintf(tmp, n, "%s%s", path, mark);
-  kiln_status st = KILN_OK;
-  int fd = -1, rc;
-  bool created = false;
-  KCORE_IO_CHECK(fd = mkstemp(tmp), op, tmp, "mkstemp", done);
-  created = true;
-  for (int i = 0; i < num_parts; i++)
-    KCORE_IO_CHECK(kcore_write_all(fd, parts[i], sizes[i]), op, tmp, "write", done);
-  if (durable) KCORE_IO_CHECK(fsync(fd), op, tmp, "fsync", done);
-  rc = close(fd);
-  fd = -1;
-  KCORE_IO_CHECK(rc, op, tmp, "close", done);
-  KCORE_IO_CHECK(rename(tmp, path), op, path, "rename", done);
-done:
-  if (fd >= 0) close(fd);
-  if (st != KILN_OK && created) unlink(tmp);
-  free(tmp);
-  return st;
-}
-
-kiln_status kcache_write_file(const char *path, const void *data, size_t size, bool durable) {
-  if (!path || (!data && size > 0))
-    return kcore_fail(KILN_ERR_ARGUMENT, "kcache_write_file: path or data is NULL");
-  const void *parts[1] = {data};
-  return krt_install_parts("kcache_write_file", path, parts, &size, 1, durable);
-}
-
 static void kcache_header(uint8_t h[KCACHE_HEADER], const kcache_key *key, const void *blob,
                           size_t size) {
   memset(h, 0, KCACHE_HEADER);
   memcpy(h, kcache_magic, sizeof kcache_magic);
-  krt_store32(h + 8, KCACHE_FORMAT);
-  krt_store32(h + 12, KCACHE_HEADER);
+  kcache_store32(h + 8, KCACHE_FORMAT);
+  kcache_store32(h + 12, KCACHE_HEADER);
   memcpy(h + 16, key->bytes, 16);
-  krt_store64(h + 32, (uint64_t)size);
-  krt_b2b s;
-  krt_b2b_init(&s);
-  krt_b2b_update(&s, h, KCACHE_SUMMED);
-  krt_b2b_update(&s, blob, size);
-  krt_b2b_final(&s, h + KCACHE_SUMMED);
+  kcache_store64(h + 32, (uint64_t)size);
+  kcache_hasher s;
+  kcache_hasher_init(&s);
+  kcache_hasher_update(&s, h, KCACHE_SUMMED);
+  kcache_hasher_update(&s, blob, size);
+  kcache_hasher_final(&s, h + KCACHE_SUMMED);
 }
 
 typedef enum kcache_file {
@@ -390,9 +167,9 @@ static kcache_file kcache_check_header(const char *path, const uint8_t *h, const
     kcore_fail(KILN_ERR_IO, "%s: bad magic, not a kiln kernel cache file", path);
     return KCACHE_CORRUPT;
   }
-  if (krt_load32(h + 8) != KCACHE_FORMAT || krt_load32(h + 12) != KCACHE_HEADER) {
+  if (kcache_load32(h + 8) != KCACHE_FORMAT || kcache_load32(h + 12) != KCACHE_HEADER) {
     kcore_fail(KILN_ERR_IO, "%s: format %u with a %u-byte header, expected format %u (%u bytes)",
-               path, krt_load32(h + 8), krt_load32(h + 12), KCACHE_FORMAT, KCACHE_HEADER);
+               path, kcache_load32(h + 8), kcache_load32(h + 12), KCACHE_FORMAT, KCACHE_HEADER);
     return KCACHE_CORRUPT;
   }
   if (memcmp(h + 16, key->bytes, 16) != 0) {
@@ -403,7 +180,7 @@ static kcache_file kcache_check_header(const char *path, const uint8_t *h, const
     kcore_fail(KILN_ERR_IO, "%s: holds key %s, expected %s", path, got, want);
     return KCACHE_CORRUPT;
   }
-  uint64_t payload = krt_load64(h + 32);
+  uint64_t payload = kcache_load64(h + 32);
   if (payload != (uint64_t)file_size - KCACHE_HEADER) {
     kcore_fail(KILN_ERR_IO,
                "%s: truncated or overlong: the header says %llu payload bytes, the "
@@ -425,7 +202,7 @@ static kcache_file kcache_read_fd(int fd, const char *path, const kcache_key *ke
     kcore_fail(KILN_ERR_IO, "%s: cannot read: not a regular file", path);
     return KCACHE_UNREADABLE;
   }
-  ssize_t got = krt_read_full(fd, h, sizeof h);
+  ssize_t got = kcache_read_full(fd, h, sizeof h);
   if (got < 0) {
     kcore_fail(KILN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     return KCACHE_UNREADABLE;
@@ -443,14 +220,14 @@ static kcache_file kcache_read_fd(int fd, const char *path, const kcache_key *ke
     kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory for %zu bytes", path, n);
     return KCACHE_UNREADABLE;
   }
-  got = krt_read_full(fd, data, n);
+  got = kcache_read_full(fd, data, n);
   uint8_t sum[16];
   if (got == (ssize_t)n) {
-    krt_b2b s;
-    krt_b2b_init(&s);
-    krt_b2b_update(&s, h, KCACHE_SUMMED);
-    krt_b2b_update(&s, data, n);
-    krt_b2b_final(&s, sum);
+    kcache_hasher s;
+    kcache_hasher_init(&s);
+    kcache_hasher_update(&s, h, KCACHE_SUMMED);
+    kcache_hasher_update(&s, data, n);
+    kcache_hasher_final(&s, sum);
   }
   if (got != (ssize_t)n || memcmp(sum, h + KCACHE_SUMMED, sizeof sum) != 0) {
     if (got < 0)
@@ -523,7 +300,7 @@ static void kcache_store(kcache *c, const char *path, const kcache_key *key, con
   kcache_header(h, key, blob, size);
   const void *parts[2] = {h, blob};
   const size_t sizes[2] = {sizeof h, size};
-  if (krt_install_parts("kernel cache", path, parts, sizes, 2, true) == KILN_OK) return;
+  if (kcache_install_parts("kernel cache", path, parts, sizes, 2, true) == KILN_OK) return;
   KCACHE_LOG(c, KILN_LOG_WARN, "%s; keeping the kernel in memory only", kiln_last_error());
   kiln_clear_error();
   kcache_count(c, &c->stats.write_failures);

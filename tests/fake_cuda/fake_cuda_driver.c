@@ -28,7 +28,7 @@
  *
  * Configuration, read at each call (the device count at cuInit):
  * KILN_FAKE_CUDA_DEVICES (default 2),
- * KILN_FAKE_CUDA_MEMORY_MB per device (512), KILN_FAKE_CUDA_VERSION (12080),
+ * KILN_FAKE_CUDA_MEMORY_MB per device (512), KILN_FAKE_CUDA_VERSION (the toolkit's CUDA_VERSION),
  * KILN_FAKE_CUDA_INIT_ERROR (a CUresult for cuInit to return, default 0),
  * KILN_FAKE_CUDA_NO_POOLS (1: devices without memory pools),
  * KILN_FAKE_CUDA_HIDE (an entry point cuGetProcAddress does not find),
@@ -434,7 +434,7 @@ static CUresult fake_cuGetErrorString(CUresult rc, const char **out) {
 
 CUresult cuDriverGetVersion(int *version) {
   if (!version) return CUDA_ERROR_INVALID_VALUE;
-  *version = (int)fake_env("KILN_FAKE_CUDA_VERSION", 12080);
+  *version = (int)fake_env("KILN_FAKE_CUDA_VERSION", CUDA_VERSION);
   return CUDA_SUCCESS;
 }
 

@@ -39,7 +39,7 @@ kiln_status kcpu_pool_parallel_for(kcpu_pool *p, int64_t begin, int64_t end, int
                                    kcpu_range_fn fn, void *user);
 /* ==== end of thread pool ==== */
 
-/* ==== host C compiler (cc_jit.c) ====
+/* ==== host C compiler (cc_compiler.c, cc_jit.c) ====
  * Compiles C sources with the system compiler into shared objects, returned
  * as bytes so that the kernel cache can keep them, and loads them. */
 typedef struct kcpu_cc kcpu_cc;               /* a compiler: command, version, target */
@@ -84,5 +84,56 @@ kiln_status kcpu_cc_jit(const kcpu_cc *cc, kcache *cache, const char *name, cons
 kiln_status kcpu_cc_symbol(const kcpu_cc_module *m, const char *symbol, void **out);
 void kcpu_cc_unload(kcpu_cc_module *m);
 /* ==== end of host C compiler ==== */
+
+/* ==== inside the host C compiler (cc_compiler.c, cc_jit.c) ==== */
+#define KCPU_CC_MAX_WORDS 32         /* words in $CC */
+#define KCPU_CC_OUTPUT_CAP (1 << 20) /* bytes of a child's output kept */
+#define KCPU_CC_MESSAGE_LOG 2500     /* bytes of a compiler log put in a message */
+#define KCPU_CC_NAME_MAX 64          /* characters of a kernel name in file names */
+
+/* Every compile; -fPIC -shared make a loadable object, -fno-math-errno lets
+ * math calls vectorize (kernels never read errno). */
+#define KCPU_CC_NUM_BASE_FLAGS 6
+extern const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS];
+
+struct kcpu_cc {
+  char *command;                   /* $CC or "cc", split in place into words */
+  char *words[KCPU_CC_MAX_WORDS];  /* words[0] is the command as given */
+  int num_words;
+  char *path;     /* words[0] found on PATH */
+  char *version;  /* `cc --version`'s first line */
+  char *target;   /* triple, -march=native and a digest of the CPU features it enables */
+  char *flags;    /* kcpu_cc_base_flags joined, for messages */
+  char *tmp_dir;  /* $TMPDIR or /tmp */
+  char *dump_dir; /* NULL: sources are not dumped */
+  kiln_log_level level;
+};
+
+struct kcpu_cc_module {
+  void *handle;
+  char *name;
+};
+
+/* A child's captured output. */
+typedef struct kcpu_cc_output {
+  char *text; /* NUL-terminated */
+  size_t size;
+  size_t dropped; /* bytes past KCPU_CC_OUTPUT_CAP, read and discarded */
+} kcpu_cc_output;
+
+/* The compiler's argv: its path, the rest of its words, then `extra` groups. */
+typedef struct kcpu_argv {
+  const char **v;
+  int n, cap;
+} kcpu_argv;
+
+/* cc_compiler.c */
+void kcpu_cc_output_free(kcpu_cc_output *out);
+kiln_status kcpu_cc_run(const char *op, const char *const *argv, kcpu_cc_output *out, int *wstatus);
+bool kcpu_cc_succeeded(int wstatus);
+const char *kcpu_cc_describe(int wstatus, char *buf, size_t cap);
+kiln_status kcpu_argv_new(const kcpu_cc *cc, int extra, kcpu_argv *a);
+void kcpu_argv_push(kcpu_argv *a, const char *s);
+/* ==== end of inside the host C compiler ==== */
 
 #endif

@@ -1,12 +1,20 @@
 /* Translating the errors of the driver, NVRTC, cuBLAS and NCCL into kiln
  * statuses and messages. Only enumerators that exist since CUDA 12.0 are
  * named, so the file builds against every toolkit kiln accepts. */
+#define _GNU_SOURCE /* RTLD_NOLOAD */
+#include <dlfcn.h>
 #include <stdio.h>
 #include "backend/cuda/cuda_backend.h"
 
 /* "<where>: " or nothing. */
 static const char *kcuda_where_sep(const char *where) { return where && *where ? ": " : ""; }
 static const char *kcuda_where(const char *where) { return where && *where ? where : ""; }
+
+kiln_status kcuda_call_fail(kiln_status st, const char *where, const char *call,
+                            const char *what) {
+  return kcore_fail(st, "%s%s%s failed: %s", kcuda_where(where), kcuda_where_sep(where), call,
+                    what);
+}
 
 kiln_status kcuda_driver_status(CUresult rc) {
   switch (rc) {
@@ -78,10 +86,6 @@ kiln_status kcuda_nvrtc_status(nvrtcResult rc) {
   }
 }
 
-kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where) {
-  return kcore_fail(kcuda_nvrtc_status(rc), "%s%s%s failed: %s", kcuda_where(where),
-                    kcuda_where_sep(where), call, nvrtcGetErrorString(rc));
-}
 
 kiln_status kcuda_cublas_status(cublasStatus_t rc) {
   switch (rc) {
@@ -139,11 +143,27 @@ kiln_status kcuda_nccl_status(ncclResult_t rc) {
   return rc == ncclSuccess ? KILN_OK : KILN_ERR_COLLECTIVE;
 }
 
+/* NCCL's own words for a failure, from the NCCL already in the process
+ * (RTLD_NOLOAD: an NCCL call failed, so it is loaded; kiln does not link it). */
+typedef const char *(*kcuda_nccl_error_string_fn)(ncclResult_t);
+typedef const char *(*kcuda_nccl_last_error_fn)(ncclComm_t);
+
 kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where) {
-  /* NCCL's thread-local detail, when it has one, says more than the code. */
-  const char *detail = ncclGetLastError(NULL);
+  const char *text = NULL, *detail = NULL;
+  void *nccl = dlopen(KCUDA_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (nccl) {
+    kcuda_nccl_error_string_fn error_string =
+        (kcuda_nccl_error_string_fn)dlsym(nccl, "ncclGetErrorString");
+    kcuda_nccl_last_error_fn last_error = (kcuda_nccl_last_error_fn)dlsym(nccl, "ncclGetLastError");
+    if (error_string) text = error_string(rc);
+    /* NCCL's thread-local detail, when it has one, says more than the code. */
+    if (last_error) detail = last_error(NULL);
+  }
   bool has_detail = detail && *detail;
-  return kcore_fail(kcuda_nccl_status(rc), "%s%s%s failed: NCCL error %d: %s%s%s",
-                    kcuda_where(where), kcuda_where_sep(where), call, (int)rc,
-                    ncclGetErrorString(rc), has_detail ? ": " : "", has_detail ? detail : "");
+  kiln_status st = kcore_fail(kcuda_nccl_status(rc), "%s%s%s failed: NCCL error %d%s%s%s%s",
+                              kcuda_where(where), kcuda_where_sep(where), call, (int)rc,
+                              text ? ": " : "", text ? text : "", has_detail ? ": " : "",
+                              has_detail ? detail : "");
+  if (nccl) dlclose(nccl);
+  return st;
 }

@@ -16,6 +16,7 @@
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include "codegen/codegen.h"
 #include "device/device.h"
 #include "fuse/fuse.h"
 #include "kcache/kcache.h"
@@ -25,9 +26,9 @@
  * is left allocated. */
 kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b);
 
-/* ==== executables (exec.c) ====
+/* ==== executables (exec_*.c) ====
  * Fused CUDA kernels, cuBLASLt matmuls and host steps, run on device arrays
- * (the interface's `run`): see exec.c for the contract. */
+ * (the interface's `run`): see exec_call.c for the contract. */
 extern const kdev_exec_ops kcuda_exec_ops;
 /* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
  * by NVRTC to a cubin through `cache` (no device needed): the plan and the
@@ -36,9 +37,12 @@ kiln_status kcuda_lowered_text(const kcore_config *config, kcache *cache, const 
                                const bool *donated, int sm, char **text);
 /* ==== end of executables ==== */
 
-/* The oldest driver kiln runs on (cuGetProcAddress_v2 and the stream-ordered
- * allocator as used here are both there from 12.0). */
-#define KCUDA_MIN_DRIVER_VERSION 12000
+/* The oldest driver kiln runs on: one that supports the toolkit kiln is
+ * built with (its NVRTC emits cubins of that CUDA version, and the entry
+ * points are resolved at its ABI). */
+#define KCUDA_MIN_DRIVER_VERSION CUDA_VERSION
+/* NCCL is not linked: its error strings come from the NCCL in the process. */
+#define KCUDA_NCCL_LIBRARY "libnccl.so.2"
 #define KCUDA_DRIVER_LIBRARY "libcuda.so.1"
 /* Size of each of a device's two pinned staging buffers: large enough that a
  * chunk's DMA costs far more than the call that starts it, small enough that
@@ -137,6 +141,10 @@ char *kcuda_driver_describe(const kcuda_driver *drv, CUresult rc, char *buf, siz
 kiln_status kcuda_driver_fail(const kcuda_driver *drv, CUresult rc, const char *call,
                               const char *where);
 
+/* "<where>: <call> failed: <what>" as status st (no "<where>: " when where
+ * is NULL or empty). */
+kiln_status kcuda_call_fail(kiln_status st, const char *where, const char *call,
+                            const char *what);
 kiln_status kcuda_nvrtc_status(nvrtcResult rc);
 kiln_status kcuda_nvrtc_fail(nvrtcResult rc, const char *call, const char *where);
 kiln_status kcuda_cublas_status(cublasStatus_t rc);
@@ -161,13 +169,15 @@ kiln_status kcuda_nccl_fail(ncclResult_t rc, const char *call, const char *where
     }                                                               \
   } while (0)
 
-#define KCUDA_NVRTC_CHECK(where, expr, label)           \
-  do {                                                  \
-    nvrtcResult kcuda_rc_ = (expr);                     \
-    if (kcuda_rc_ != NVRTC_SUCCESS) {                   \
-      st = kcuda_nvrtc_fail(kcuda_rc_, #expr, (where)); \
-      goto label;                                       \
-    }                                                   \
+/* KCUDA_CU for the NVRTC table (NVRTC is dlopen'ed): the message names the
+ * call as NVRTC spells it. KCUDA_NVRTC(nv, where, nvrtcGetPTX, (p, c), fail). */
+#define KCUDA_NVRTC(nv, where, fn, args, label)             \
+  do {                                                      \
+    nvrtcResult kcuda_rc_ = (nv)->fn args;                  \
+    if (kcuda_rc_ != NVRTC_SUCCESS) {                       \
+      st = kcuda_nvrtc_fail(kcuda_rc_, #fn #args, (where)); \
+      goto label;                                           \
+    }                                                       \
   } while (0)
 
 #define KCUDA_CUBLAS_CHECK(where, expr, label)           \
@@ -379,7 +389,60 @@ kiln_status kcuda_graph_update(kcuda_device *d, kcuda_graph *g, int i,
 kiln_status kcuda_graph_launch(kcuda_device *d, kcuda_graph *g, CUstream stream);
 void kcuda_graph_destroy(kcuda_device *d, kcuda_graph *g);
 
-/* ---- NVRTC ---- */
+/* ---- NVRTC (nvrtc.c) ---- */
+
+/* libnvrtc is dlopen'ed like the driver, so kiln loads where it is absent
+ * (the C target needs none of it). The soname is pinned to the major version
+ * of the toolkit kiln is built with: NVRTC's ABI is stable within a major. */
+#if CUDA_VERSION >= 14000
+#error "kiln's NVRTC table is checked against CUDA 12 and 13 only"
+#elif CUDA_VERSION >= 13000
+#define KCUDA_NVRTC_LIBRARY "libnvrtc.so.13"
+#elif CUDA_VERSION >= 12000
+#define KCUDA_NVRTC_LIBRARY "libnvrtc.so.12"
+#else
+#error "kiln needs the CUDA 12 toolkit or newer"
+#endif
+
+/* Every NVRTC function kiln calls: X(name, return type, parameter types).
+ * nvrtc.c checks each prototype against nvrtc.h at compile time. */
+#define KCUDA_NVRTC_FUNCTIONS(X)                                                        \
+  X(nvrtcGetErrorString, const char *, (nvrtcResult))                                   \
+  X(nvrtcVersion, nvrtcResult, (int *, int *))                                          \
+  X(nvrtcCreateProgram, nvrtcResult,                                                    \
+    (nvrtcProgram *, const char *, const char *, int, const char *const *,              \
+     const char *const *))                                                              \
+  X(nvrtcDestroyProgram, nvrtcResult, (nvrtcProgram *))                                 \
+  X(nvrtcCompileProgram, nvrtcResult, (nvrtcProgram, int, const char *const *))         \
+  X(nvrtcGetProgramLogSize, nvrtcResult, (nvrtcProgram, size_t *))                      \
+  X(nvrtcGetProgramLog, nvrtcResult, (nvrtcProgram, char *))                            \
+  X(nvrtcGetPTXSize, nvrtcResult, (nvrtcProgram, size_t *))                             \
+  X(nvrtcGetPTX, nvrtcResult, (nvrtcProgram, char *))                                   \
+  X(nvrtcGetCUBINSize, nvrtcResult, (nvrtcProgram, size_t *))                           \
+  X(nvrtcGetCUBIN, nvrtcResult, (nvrtcProgram, char *))
+
+#define KCUDA_NVRTC_PFN(fn, ret, params) typedef ret(*kcuda_pfn_##fn) params;
+KCUDA_NVRTC_FUNCTIONS(KCUDA_NVRTC_PFN)
+#undef KCUDA_NVRTC_PFN
+
+/* The library and its entry points. */
+typedef struct kcuda_nvrtc {
+  void *library;  /* the dlopen handle */
+  char name[256]; /* the library that opened */
+  int major, minor; /* nvrtcVersion() */
+#define KCUDA_NVRTC_FIELD(fn, ret, params) kcuda_pfn_##fn fn;
+  KCUDA_NVRTC_FUNCTIONS(KCUDA_NVRTC_FIELD)
+#undef KCUDA_NVRTC_FIELD
+} kcuda_nvrtc;
+
+/* The process's NVRTC, opened (KCUDA_NVRTC_LIBRARY) on first use and kept:
+ * a missing library or entry point is KILN_ERR_DEVICE naming the library,
+ * the same on every call. */
+kiln_status kcuda_nvrtc_get(const kcuda_nvrtc **out);
+/* Opens `library` (a name or a path) into a table of its own, outside the
+ * process's one: for tests. Close with kcuda_nvrtc_close (NULL allowed). */
+kiln_status kcuda_nvrtc_open_library(const char *library, kcuda_nvrtc **out);
+void kcuda_nvrtc_close(kcuda_nvrtc *nv);
 
 /* Compiles CUDA C `source` with NVRTC; `name` names the program in messages
  * and in NVRTC's log. On success *out (malloc'ed, caller frees) holds the PTX,
@@ -571,5 +634,92 @@ kiln_status kcuda_gemm_run(kcuda_gemm_stream *gs, const kcuda_gemm_op *op, CUstr
                            CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr c);
 
 /* ---- end of cuBLASLt (blaslt.c) ---- */
+
+/* ==== inside the executor (exec_*.c) ====
+ * exec_compile.c: kernels to cubins (NVRTC, the kernel cache, dumps);
+ * exec_build.c: the executable and the interface's table; exec_steps.c: one
+ * step on the device; exec_host.c: host steps; exec_graph.c: CUDA graphs;
+ * exec_call.c: a call, over all of these. */
+
+/* Blocks per multiprocessor a grid-stride kernel is launched with at most:
+ * enough to fill every SM several times over; the kernel strides past it. */
+#define KCUDA_BLOCKS_PER_SM 32
+/* Threads compiling one executable's kernels at once, at most. */
+#define KCUDA_COMPILE_THREADS 8
+
+typedef enum kcuda_step_kind {
+  KCUDA_STEP_KERNEL,
+  KCUDA_STEP_GEMM,
+  KCUDA_STEP_HOST
+} kcuda_step_kind;
+
+typedef struct kcuda_step {
+  kcuda_step_kind kind;
+  const kfuse_group *g;
+  char *name;     /* the kernel's symbol */
+  char *source;   /* its CUDA C, for as_text */
+  char what[112]; /* "jit(f) step 3 (kernel kiln_loop_2)", for messages and the fault trail */
+  kcuda_kernel kernel;
+  unsigned grid, block;
+  int node;        /* its node in the graph, -1 when it queues nothing (no work) */
+  kcuda_gemm gemm; /* GEMM */
+  kcuda_gemm_op *gemm_op;
+  kcuda_gemm_stream *gemm_stream;
+} kcuda_step;
+
+struct kdev_exec {
+  kiln_device *dev;
+  const kir_program *prog; /* outlives the executable */
+  const bool *donated;     /* per invar */
+  kir_eval_env env;        /* for host steps (a copy of the build's) */
+  int n_in, n_out;
+  kiln_log_level log_level;
+  kfuse_plan *plan;
+  int n_steps;
+  kcuda_step *steps;
+  int n_nodes;    /* steps with work */
+  bool graphable; /* several kernels and matmuls, and nothing else */
+  kfuse_consts consts;
+  kdev_buffer *const_dev; /* per var: the device copy of a constant kernels read */
+  pthread_mutex_t mu;     /* one call at a time enqueues (arena, graph) */
+  kdev_buffer arena;
+  unsigned long long calls;
+  kcuda_graph graph;
+  kiln_kernel_args *node_args; /* per node: the addresses it holds */
+  char label[48];              /* "jit(f)", for messages and buffers' origin */
+  char graph_what[96];         /* "jit(f) graph of 3 steps", for the fault trail */
+};
+
+/* One call in flight: the executable, its device, the call's arrays. */
+typedef struct kcuda_x_call {
+  kdev_exec *x;
+  kcuda_device *d;
+  kiln_array *const *args;
+  kiln_array **outs;
+  CUdeviceptr *out_ptr; /* per program output: where it is written */
+} kcuda_x_call;
+
+/* exec_compile.c */
+int kcuda_x_sm(const kiln_device *dev);
+/* Cubins of the n kernels of x's steps, compiled at once through `cache`. */
+kiln_status kcuda_x_compile(kdev_exec *x, const kcore_config *config, kcache *cache,
+                            const kcg_kernel *k, const void **cubin);
+/* exec_steps.c */
+CUdeviceptr kcuda_x_addr(const kcuda_x_call *r, kir_vid v);
+void kcuda_step_args(const kcuda_x_call *r, const kfuse_group *g, kiln_kernel_args *a);
+kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long long *range,
+                               void **params);
+void kcuda_step_gemm_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
+kiln_status kcuda_step_gemm_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream);
+kiln_status kcuda_step_kernel(const kcuda_x_call *r, const kcuda_step *s);
+kiln_status kcuda_step_gemm_run(const kcuda_x_call *r, const kcuda_step *s);
+/* exec_call.c */
+kiln_status kcuda_x_run(kdev_exec *x, kiln_array *const *args, kiln_array **outs);
+/* exec_host.c */
+size_t kcuda_x_var_bytes(const kir_program *p, kir_vid v);
+kiln_status kcuda_step_host(const kcuda_x_call *r, const kcuda_step *s);
+/* exec_graph.c */
+kiln_status kcuda_x_replay(const kcuda_x_call *r);
+/* ==== end of inside the executor ==== */
 
 #endif

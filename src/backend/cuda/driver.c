@@ -63,9 +63,12 @@ static kiln_status kcuda_check_version(kcuda_driver *drv, const char *library) {
                       library);
   if (rc != CUDA_SUCCESS) return kcuda_driver_fail(NULL, rc, "cuDriverGetVersion", library);
   if (drv->version < KCUDA_MIN_DRIVER_VERSION)
-    return kcore_fail(KILN_ERR_DEVICE, "driver too old: supports CUDA %d.%d, kiln needs %d.%d",
-                      drv->version / 1000, drv->version % 1000 / 10,
-                      KCUDA_MIN_DRIVER_VERSION / 1000, KCUDA_MIN_DRIVER_VERSION % 1000 / 10);
+    return kcore_fail(KILN_ERR_DEVICE,
+                      "driver too old: supports CUDA %d.%d, kiln is built with CUDA %d.%d and "
+                      "needs a driver for CUDA %d.%d or newer",
+                      drv->version / 1000, drv->version % 1000 / 10, CUDA_VERSION / 1000,
+                      CUDA_VERSION % 1000 / 10, KCUDA_MIN_DRIVER_VERSION / 1000,
+                      KCUDA_MIN_DRIVER_VERSION % 1000 / 10);
   return KILN_OK;
 }
 
