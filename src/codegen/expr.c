@@ -199,15 +199,9 @@ static kcg_term kcg_load_stored(kcg_ctx *c, kir_vid v, int ix) {
 }
 
 static bool kcg_is_index_map(const kir_program *p, const kir_eqn *e) {
-  switch (e->prim) {
-    case KIR_PRIM_BROADCAST_IN_DIM: case KIR_PRIM_RESHAPE: case KIR_PRIM_TRANSPOSE:
-    case KIR_PRIM_SQUEEZE: case KIR_PRIM_EXPAND_DIMS: case KIR_PRIM_REV: case KIR_PRIM_SLICE:
-      return true;
-    case KIR_PRIM_CONVERT_ELEMENT_TYPE:
-      return kir_var_aval(p, e->in[0])->dtype == e->params.convert.new_dtype;
-    default:
-      return false;
-  }
+  if (kir_prim_is_index_map(e->prim)) return true;
+  return e->prim == KIR_PRIM_CONVERT_ELEMENT_TYPE &&
+         kir_var_aval(p, e->in[0])->dtype == e->params.convert.new_dtype;
 }
 
 /* The stored bits of an f16/bf16 v at ix when v is an input read through
@@ -692,15 +686,8 @@ static kcg_term kcg_eqn_reduce(kcg_ctx *c, int eqn, kir_vid v, int ix) {
 
 static kcg_term kcg_eqn_value(kcg_ctx *c, int eqn, kir_vid v, int ix) {
   const kir_eqn *e = &c->p->eqns[eqn];
+  if (kir_prim_is_index_map(e->prim)) return kcg_value(c, e->in[0], kcg_index_operand(c, e, 0, ix));
   switch (e->prim) {
-    case KIR_PRIM_BROADCAST_IN_DIM:
-    case KIR_PRIM_RESHAPE:
-    case KIR_PRIM_TRANSPOSE:
-    case KIR_PRIM_SQUEEZE:
-    case KIR_PRIM_EXPAND_DIMS:
-    case KIR_PRIM_REV:
-    case KIR_PRIM_SLICE:
-      return kcg_value(c, e->in[0], kcg_index_operand(c, e, 0, ix));
     case KIR_PRIM_IOTA: return kcg_eqn_iota(c, e, v, ix);
     case KIR_PRIM_BITCAST_CONVERT_TYPE: return kcg_eqn_bitcast(c, e, v, ix);
     case KIR_PRIM_REDUCE_SUM:

@@ -291,19 +291,7 @@ static int kcg_cuda_body_cost(const kcg_ctx *c) {
   for (int i = 0; i < c->g->n_eqns; i++) {
     kir_prim p = c->p->eqns[c->g->eqns[i]].prim;
     if (kir_prim_get(p)->family != KIR_FAMILY_ELEMENTWISE) continue;
-    switch (p) {
-      case KIR_PRIM_NEG: case KIR_PRIM_ABS: case KIR_PRIM_ADD: case KIR_PRIM_SUB:
-      case KIR_PRIM_MUL: case KIR_PRIM_MAX: case KIR_PRIM_MIN: case KIR_PRIM_AND:
-      case KIR_PRIM_OR: case KIR_PRIM_XOR: case KIR_PRIM_NOT: case KIR_PRIM_SELECT_N:
-      case KIR_PRIM_CLAMP: case KIR_PRIM_CONVERT_ELEMENT_TYPE:
-      case KIR_PRIM_BITCAST_CONVERT_TYPE: case KIR_PRIM_EQ: case KIR_PRIM_NE:
-      case KIR_PRIM_LT: case KIR_PRIM_LE: case KIR_PRIM_GT: case KIR_PRIM_GE:
-        cost += 1;
-        break;
-      default:
-        cost += 8;
-        break;
-    }
+    cost += kir_prim_cost(p) == KIR_COST_CHEAP ? 1 : 8;
   }
   return cost;
 }

@@ -251,8 +251,6 @@ static inline bool kfuse_class_fusible(kfuse_class c) {
   return c == KFUSE_CLASS_ELEM || c == KFUSE_CLASS_INDEX || c == KFUSE_CLASS_IOTA ||
          c == KFUSE_CLASS_REDUCE;
 }
-/* Transcendentals: the work the cost rule refuses to recompute. */
-bool kfuse_prim_expensive(kir_prim p);
 /* Operand i of e is read at the output's linear index. */
 bool kfuse_edge_identity(const kir_program *p, const kir_eqn *e, int i);
 

@@ -22,17 +22,9 @@ kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
         return KFUSE_CLASS_OPAQUE;
       return KFUSE_CLASS_ELEM;
     case KIR_FAMILY_SHAPE:
-      switch (e->prim) {
-        case KIR_PRIM_BROADCAST_IN_DIM:
-        case KIR_PRIM_RESHAPE:
-        case KIR_PRIM_TRANSPOSE:
-        case KIR_PRIM_SQUEEZE:
-        case KIR_PRIM_EXPAND_DIMS:
-        case KIR_PRIM_REV:
-        case KIR_PRIM_SLICE: return KFUSE_CLASS_INDEX;
-        case KIR_PRIM_IOTA: return KFUSE_CLASS_IOTA;
-        default: return KFUSE_CLASS_OPAQUE; /* dynamic slices, pad, concatenate, gather, scatter */
-      }
+      if (kir_prim_is_index_map(e->prim)) return KFUSE_CLASS_INDEX;
+      if (e->prim == KIR_PRIM_IOTA) return KFUSE_CLASS_IOTA;
+      return KFUSE_CLASS_OPAQUE; /* dynamic slices, pad, concatenate, gather, scatter */
     case KIR_FAMILY_REDUCE:
       switch (e->prim) {
         case KIR_PRIM_REDUCE_SUM:
@@ -45,37 +37,6 @@ kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
       }
     case KIR_FAMILY_DOT: return KFUSE_CLASS_DOT;
     default: return KFUSE_CLASS_OPAQUE;
-  }
-}
-
-bool kfuse_prim_expensive(kir_prim p) {
-  switch (p) {
-    case KIR_PRIM_EXP:
-    case KIR_PRIM_EXP2:
-    case KIR_PRIM_EXPM1:
-    case KIR_PRIM_LOG:
-    case KIR_PRIM_LOG1P:
-    case KIR_PRIM_SQRT:
-    case KIR_PRIM_RSQRT:
-    case KIR_PRIM_CBRT:
-    case KIR_PRIM_TANH:
-    case KIR_PRIM_LOGISTIC:
-    case KIR_PRIM_SIN:
-    case KIR_PRIM_COS:
-    case KIR_PRIM_TAN:
-    case KIR_PRIM_ASIN:
-    case KIR_PRIM_ACOS:
-    case KIR_PRIM_ATAN:
-    case KIR_PRIM_SINH:
-    case KIR_PRIM_COSH:
-    case KIR_PRIM_ASINH:
-    case KIR_PRIM_ACOSH:
-    case KIR_PRIM_ATANH:
-    case KIR_PRIM_ERF:
-    case KIR_PRIM_ERF_INV:
-    case KIR_PRIM_POW:
-    case KIR_PRIM_ATAN2: return true;
-    default: return false;
   }
 }
 
@@ -257,7 +218,7 @@ static void kfuse_propagate(kfuse_graph *g, const int *eqns, int n, bool row_mod
 /* An expensive value must be read through one injective map. */
 static bool kfuse_cost_ok(const kfuse_graph *g, const int *eqns, int n, kfuse_verdict *v) {
   for (int i = 0; i < n; i++) {
-    if (!kfuse_prim_expensive(kfuse_eqn(g, eqns, i)->prim)) continue;
+    if (kir_prim_cost(kfuse_eqn(g, eqns, i)->prim) != KIR_COST_TRANSCENDENTAL) continue;
     const kfuse_local *l = &g->loc[i];
     if (l->many || l->n_sigs > 1)
       return kfuse_refuse(v, "cost: expensive value read through several index maps");

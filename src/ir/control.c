@@ -20,6 +20,15 @@ static const kir_aval *kir_out_aval(const kir_program *p, int i) {
 }
 
 /* Sub-program `what` takes exactly the avals avals[0..n) (typematch). */
+/* A rule's results that are a sub-program's first n outputs, as it types them. */
+static kiln_status kir_push_outs(kir_avals *out, const kir_program *sub, int n) {
+  for (int i = 0; i < n; i++) {
+    kiln_status st = kir_avals_push(out, kir_out_aval(sub, i));
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
 static kiln_status kir_check_takes(const char *prim, const char *what, const kir_program *sub,
                                    int n, const kir_aval *avals) {
   char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP];
@@ -59,11 +68,7 @@ kiln_status kir_rule_cond(kir_prim prim, const kir_params *params, int n_in, con
                           "cond: output %d is %s in branch 0 but %s in branch %d", i,
                           TSTR(kir_out_aval(b0, i), t0), TSTR(kir_out_aval(b->v[k], i), t1), k);
   }
-  for (int i = 0; i < b0->n_outvars; i++) {
-    kiln_status st = kir_avals_push(out, kir_out_aval(b0, i));
-    if (st != KILN_OK) return st;
-  }
-  return KILN_OK;
+  return kir_push_outs(out, b0, b0->n_outvars);
 }
 
 /* Builds the list (consts..., carry...) that a loop sub-program takes. */
@@ -125,11 +130,7 @@ kiln_status kir_rule_while(kir_prim prim, const kir_params *params, int n_in, co
   kiln_status st = kir_while_check(p, n_in, in, &list);
   kir_avals_free(&list);
   if (st != KILN_OK) return st;
-  for (int i = 0; i < p->body_jaxpr->n_outvars; i++) {
-    st = kir_avals_push(out, kir_out_aval(p->body_jaxpr, i));
-    if (st != KILN_OK) return st;
-  }
-  return KILN_OK;
+  return kir_push_outs(out, p->body_jaxpr, p->body_jaxpr->n_outvars);
 }
 
 /* scan(*consts, *carry, *xs): xs are sliced along their leading axis of
@@ -186,8 +187,7 @@ kiln_status kir_rule_scan(kir_prim prim, const kir_params *params, int n_in, con
   if (st != KILN_OK) return st;
   /* Results: the body's carry outputs (weak flags included, as JAX's
    * _scan_abstract_eval), then the stacked ys. */
-  for (int i = 0; i < (int)p->num_carry && st == KILN_OK; i++)
-    st = kir_avals_push(out, kir_out_aval(p->jaxpr, i));
+  st = kir_push_outs(out, p->jaxpr, (int)p->num_carry);
   for (int i = (int)p->num_carry; i < p->jaxpr->n_outvars && st == KILN_OK; i++) {
     const kir_aval *y = kir_out_aval(p->jaxpr, i);
     int64_t shape[KIR_MAX_RANK];

@@ -139,8 +139,14 @@ typedef enum kir_family {
 
 /* Flags of a primitive. */
 enum {
-  KIR_PRIM_EFFECT = 1u << 0 /* observable side effect: kept by DCE, never CSE'd or folded */
+  KIR_PRIM_EFFECT = 1u << 0, /* observable side effect: kept by DCE, never CSE'd or folded */
+  KIR_PRIM_CHEAP = 1u << 1,  /* elementwise, about one instruction */
+  KIR_PRIM_TRANSCENDENTAL = 1u << 2, /* elementwise, a libm-style function */
+  KIR_PRIM_INDEX_MAP = 1u << 3 /* out[i] = in[map(i)]: a pure layout change */
 };
+
+/* An elementwise primitive's cost class, from its row's flags (see prims.def). */
+typedef enum kir_cost { KIR_COST_PLAIN, KIR_COST_CHEAP, KIR_COST_TRANSCENDENTAL } kir_cost;
 
 typedef enum kir_prim {
 #define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags) KIR_PRIM_##ID,
@@ -420,6 +426,8 @@ const char *kir_prim_name(kir_prim p); /* "invalid" for an invalid prim */
 /* Finds a prim by its printed name (len bytes); false if none. */
 bool kir_prim_lookup(const char *name, size_t len, kir_prim *out);
 bool kir_prim_has_effect(kir_prim p);
+kir_cost kir_prim_cost(kir_prim p); /* KIR_COST_PLAIN for an invalid prim */
+bool kir_prim_is_index_map(kir_prim p); /* broadcast, reshape, transpose, slice, ... */
 
 /* Runs prim's rule after checking the operand count: the results' avals. */
 kiln_status kir_infer(kir_prim prim, const kir_params *params, int n_in, const kir_aval *in,

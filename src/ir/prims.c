@@ -37,6 +37,19 @@ bool kir_prim_has_effect(kir_prim p) {
   return info && (info->flags & KIR_PRIM_EFFECT);
 }
 
+bool kir_prim_is_index_map(kir_prim p) {
+  const kir_prim_info *info = kir_prim_get(p);
+  return info && (info->flags & KIR_PRIM_INDEX_MAP);
+}
+
+kir_cost kir_prim_cost(kir_prim p) {
+  const kir_prim_info *info = kir_prim_get(p);
+  if (!info) return KIR_COST_PLAIN;
+  if (info->flags & KIR_PRIM_TRANSCENDENTAL) return KIR_COST_TRANSCENDENTAL;
+  if (info->flags & KIR_PRIM_CHEAP) return KIR_COST_CHEAP;
+  return KIR_COST_PLAIN;
+}
+
 kiln_status kir_infer(kir_prim prim, const kir_params *params, int n_in, const kir_aval *in,
                       kir_avals *out) {
   const kir_prim_info *info = kir_prim_get(prim);

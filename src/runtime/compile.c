@@ -14,21 +14,6 @@ static double krt_bytes(const kir_aval *a) {
   return krt_elements(a) * (double)kiln_dtype_size(a->dtype);
 }
 
-static bool krt_is_transcendental(kir_prim p) {
-  switch (p) {
-    case KIR_PRIM_EXP: case KIR_PRIM_EXP2: case KIR_PRIM_EXPM1: case KIR_PRIM_LOG:
-    case KIR_PRIM_LOG1P: case KIR_PRIM_SQRT: case KIR_PRIM_RSQRT: case KIR_PRIM_CBRT:
-    case KIR_PRIM_TANH: case KIR_PRIM_LOGISTIC: case KIR_PRIM_SIN: case KIR_PRIM_COS:
-    case KIR_PRIM_TAN: case KIR_PRIM_ASIN: case KIR_PRIM_ACOS: case KIR_PRIM_ATAN:
-    case KIR_PRIM_SINH: case KIR_PRIM_COSH: case KIR_PRIM_ASINH: case KIR_PRIM_ACOSH:
-    case KIR_PRIM_ATANH: case KIR_PRIM_ERF: case KIR_PRIM_ERF_INV: case KIR_PRIM_POW:
-    case KIR_PRIM_ATAN2:
-      return true;
-    default:
-      return false;
-  }
-}
-
 static void krt_cost_program(const kir_program *p, double times, kiln_cost_analysis *c);
 
 /* One equation's share, XLA-style: an elementwise op is one flop (or one
@@ -46,7 +31,7 @@ static void krt_cost_eqn(const kir_program *p, const kir_eqn *e, double times,
   c->bytes_accessed += times * (in_bytes + out_bytes);
   if (info->family == KIR_FAMILY_ELEMENTWISE && e->prim != KIR_PRIM_CONVERT_ELEMENT_TYPE &&
       e->prim != KIR_PRIM_BITCAST_CONVERT_TYPE) {
-    if (krt_is_transcendental(e->prim))
+    if (kir_prim_cost(e->prim) == KIR_COST_TRANSCENDENTAL)
       c->transcendentals += times * out_elems;
     else
       c->flops += times * out_elems;
