@@ -1593,6 +1593,7 @@ TEST(CodegenAbi, SignaturesGeometryAndSelfContainedSources) {
   EXPECT_EQ(kh->k.items_per_block, (int64_t)kh->k.block_threads * 8);
   EXPECT_TRUE(Contains(kh->k.source, "union { uint4 v[1]; kiln_half e[8]; }"));
   EXPECT_FALSE(Contains(kh->k.source, "uint2"));
+  CompileCudaAlone(kh->k);
 
   auto kr = Emit(red.get(), gr.get(), KCG_TARGET_CUDA);
   ASSERT_TRUE(kr);
