@@ -1575,11 +1575,25 @@ TEST(CodegenAbi, SignaturesGeometryAndSelfContainedSources) {
   EXPECT_TRUE(Contains(src, std::string("extern \"C\" __global__ void __launch_bounds__(256)\n") +
                                 kl->k.name + "(kiln_kernel_args args, long long begin, long long end)"));
   EXPECT_EQ(kl->k.block_threads, 256);
-  EXPECT_EQ(kl->k.items_per_block, 256 * 4);  // four f32 per 128-bit access
-  EXPECT_TRUE(Contains(src, "union { uint4 v; float e[4]; }"));   // the f32 operand and result
-  EXPECT_TRUE(Contains(src, "union { uint2 v; kiln_half e[4]; }"));  // the f16 operand
+  EXPECT_EQ(kl->k.items_per_block, 256 * 8);  // eight f16 per 128-bit access
+  EXPECT_TRUE(Contains(src, "union { uint4 v[2]; float e[8]; }"));   // the f32 operand and result
+  EXPECT_TRUE(Contains(src, "union { uint4 v[1]; kiln_half e[8]; }"));  // the f16 operand
   EXPECT_TRUE(Contains(src, "kiln_u32 lo"));  // 32-bit indices
   EXPECT_NE(std::string(kl->k.name), std::string(cl->k.name));
+
+  // A costly bf16 body keeps 16-byte accesses: eight halves per load and
+  // per store, however many transcendental functions it repeats per item.
+  Program heavy = Parse("{ lambda ; a:bf16[4096]. let b:bf16[4096] = exp a\n"
+                        " c:bf16[4096] = tanh b\n d:bf16[4096] = log c\n"
+                        " e:bf16[4096] = sin d in (e,) }");
+  ASSERT_TRUE(heavy);
+  Group gh(heavy.get(), KFUSE_LOOP);
+  auto kh = Emit(heavy.get(), gh.get(), KCG_TARGET_CUDA, 90);
+  ASSERT_TRUE(kh);
+  EXPECT_EQ(kh->k.items_per_block, (int64_t)kh->k.block_threads * 8);
+  EXPECT_TRUE(Contains(kh->k.source, "union { uint4 v[1]; kiln_half e[8]; }"));
+  EXPECT_FALSE(Contains(kh->k.source, "uint2"));
+  CompileCudaAlone(kh->k);
 
   auto kr = Emit(red.get(), gr.get(), KCG_TARGET_CUDA);
   ASSERT_TRUE(kr);

@@ -209,8 +209,11 @@ static void kcg_cuda_items(kcg_ctx *c, kcg_cuda *k) {
 
 /* ---- LOOP: vector accesses ---- */
 
-static const char *kcg_vector_type(int bytes) {
-  return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "kiln_u32" : "kiln_u16";
+/* The access type of a chunk of `bytes`, and how many of them it takes:
+ * wider chunks (8 halves beside 8 floats) are several 16-byte accesses. */
+static const char *kcg_vector_type(int bytes, int *count) {
+  *count = bytes > 16 ? bytes / 16 : 1;
+  return bytes >= 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "kiln_u32" : "kiln_u16";
 }
 
 /* Slots accessed in item order: inputs read at the item, and outputs. */
@@ -250,12 +253,14 @@ static void kcg_cuda_vector_chunk(kcg_ctx *c, int V) {
   for (int s = 0; s < g->n_in + g->n_out; s++) {
     if (!kcg_vector_slot(c, s)) continue;
     kir_vid v = s < g->n_in ? g->in[s] : g->out[s - g->n_in];
-    const char *vt = kcg_vector_type(V * (int)kcg_slot_size(c, s));
+    int n;
+    const char *vt = kcg_vector_type(V * (int)kcg_slot_size(c, s), &n);
     unions[s] = kcg_fresh(c, s < g->n_in ? "ld" : "st");
-    kcg_line(c, vs, "union { %s v; %s e[%d]; } %s;", vt, kcg_stype(kir_var_aval(c->p, v)->dtype),
-             V, unions[s]);
-    if (s < g->n_in)
-      kcg_line(c, vs, "%s.v = *(const %s *)(%s + base);", unions[s], vt, kcg_arg_name(c, s));
+    kcg_line(c, vs, "union { %s v[%d]; %s e[%d]; } %s;", vt, n,
+             kcg_stype(kir_var_aval(c->p, v)->dtype), V, unions[s]);
+    for (int j = 0; s < g->n_in && j < n; j++)
+      kcg_line(c, vs, "%s.v[%d] = ((const %s *)(%s + base))[%d];", unions[s], j, vt,
+               kcg_arg_name(c, s), j);
   }
   for (int l = 0; l < V; l++) {
     kcg_term lin = kcg_term_make(l ? kcg_strf(c, "(base + %d)", l) : "base", vs);
@@ -277,9 +282,11 @@ static void kcg_cuda_vector_chunk(kcg_ctx *c, int V) {
     }
   }
   for (int q = 0; q < g->n_out; q++) {
-    int s = g->n_in + q;
-    kcg_line(c, vs, "*(%s *)(%s + base) = %s.v;", kcg_vector_type(V * (int)kcg_slot_size(c, s)),
-             kcg_arg_name(c, s), unions[s]);
+    int s = g->n_in + q, n;
+    const char *vt = kcg_vector_type(V * (int)kcg_slot_size(c, s), &n);
+    for (int j = 0; j < n; j++)
+      kcg_line(c, vs, "((%s *)(%s + base))[%d] = %s.v[%d];", vt, kcg_arg_name(c, s), j, unions[s],
+               j);
   }
   kcg_scope_close(c, vs);
 }
@@ -296,16 +303,19 @@ static int kcg_cuda_body_cost(const kcg_ctx *c) {
   return cost;
 }
 
-/* Items per vector access: 16 bytes of the widest array read or written in
- * item order, at most 8, and fewer for costly bodies (each item repeats the
- * body; such kernels are bound by arithmetic, not memory). */
+/* Items per vector access: 16 bytes of the narrowest array read or written
+ * in item order, at most 8 (wider arrays take several 16-byte accesses), and
+ * fewer for costly bodies (each item repeats the body; such kernels are bound
+ * by arithmetic, not memory) -- but never fewer than 8 where a 2-byte array
+ * is accessed, so bf16/f16 loads and stores stay 16 bytes wide. */
 static int kcg_cuda_vector_width(const kcg_ctx *c) {
-  size_t widest = 1;
+  size_t narrowest = 16;
   for (int q = 0; q < c->g->n_in + c->g->n_out; q++)
-    if (kcg_vector_slot(c, q) && kcg_slot_size(c, q) > widest) widest = kcg_slot_size(c, q);
-  int v = (int)(16 / widest) < 8 ? (int)(16 / widest) : 8;
+    if (kcg_vector_slot(c, q) && kcg_slot_size(c, q) < narrowest) narrowest = kcg_slot_size(c, q);
+  int v = (int)(16 / narrowest) < 8 ? (int)(16 / narrowest) : 8;
+  int floor = narrowest == 2 ? 8 : 1;
   int cost = kcg_cuda_body_cost(c);
-  while (v > 1 && v * cost > KCG_VECTOR_BUDGET) v /= 2;
+  while (v > floor && v * cost > KCG_VECTOR_BUDGET) v /= 2;
   return v >= 2 && kcg_items(c) >= 2 * v ? v : 0;
 }
 
