@@ -5,6 +5,7 @@
 #include <kiln/config.h>
 #include <kiln/device.h>
 #include <kiln/dtype.h>
+#include <kiln/interop.h>
 #include <kiln/status.h>
 #include <kiln/tree.h>
 #include <kiln/trace.h>

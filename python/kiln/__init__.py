@@ -1,0 +1,173 @@
+"""kiln: arrays on kiln's devices, exchanged with NumPy, JAX, PyTorch and
+CuPy through DLPack."""
+import ctypes
+import os
+
+import numpy as np
+
+from . import _dlpack
+from ._lib import KilnError, check, lib
+
+__all__ = ["Array", "Device", "KilnError", "asarray", "from_dlpack", "devices"]
+
+_KDLCPU, _KDLCUDA = 1, 2
+_BACKEND_CUDA = 3  # KILN_BACKEND_CUDA
+_ALLOW_COPY = 1
+_ctx = None
+
+
+def _context():
+    """The process's kiln context, opened on first use from the KILN_*
+    variables (KILN_BACKEND, KILN_NUM_CPU_DEVICES, ...)."""
+    global _ctx
+    if _ctx is None:
+        # The frameworks this package exchanges with run on the host here;
+        # KILN_BACKEND=cuda (or auto) picks the GPU explicitly.
+        os.environ.setdefault("KILN_BACKEND", "cpu")
+        handle = ctypes.c_void_p()
+        check(lib.kiln_ctx_new(None, ctypes.byref(handle)))
+        _ctx = handle
+    return _ctx
+
+
+class Device:
+    """One of kiln's devices (borrowed from the context)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        self.id = lib.kiln_device_index(handle)
+        self.platform = "cuda" if lib.kiln_ctx_backend(_context()) == _BACKEND_CUDA else "cpu"
+
+    def __repr__(self):
+        return f"Device({self.platform}:{self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other._handle == self._handle
+
+    def __hash__(self):
+        return hash(self._handle)
+
+
+def devices():
+    ctx = _context()
+    out = []
+    for i in range(lib.kiln_device_count(ctx)):
+        d = ctypes.c_void_p()
+        check(lib.kiln_device_get(ctx, i, ctypes.byref(d)))
+        out.append(Device(d.value))
+    return out
+
+
+def _dtype_from_name(name):
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+class Array:
+    """An immutable kiln array; owns one kiln reference."""
+
+    __slots__ = ("_handle", "__weakref__")
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def __del__(self, _release=lib.kiln_array_release):  # bound: survives shutdown
+        if self._handle:
+            _release(self._handle)
+            self._handle = None
+
+    @property
+    def shape(self):
+        p = lib.kiln_array_shape(self._handle)
+        return tuple(p[i] for i in range(lib.kiln_array_rank(self._handle)))
+
+    @property
+    def ndim(self):
+        return lib.kiln_array_rank(self._handle)
+
+    @property
+    def dtype(self):
+        return _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(self._handle)).decode())
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def devices(self):
+        return {Device(lib.kiln_array_device(self._handle))}
+
+    def __dlpack_device__(self):
+        (d,) = self.devices()
+        return (_KDLCUDA, d.id) if d.platform == "cuda" else (_KDLCPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy is True:
+            raise BufferError("kiln exports its arrays zero-copy only (copy=True refused)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"kiln array lives on {self.__dlpack_device__()}, "
+                              f"not on the requested {tuple(dl_device)}")
+        versioned = max_version is not None and max_version[0] >= 1
+        # None: the consumer wants the data ready (wait); -1: no sync at all.
+        s = 0 if stream is None else int(stream)
+        return _dlpack.export(self._handle, s, versioned)
+
+    def __array__(self, dtype=None, copy=None):
+        # Zero-copy and read-only on CPU, except for dtypes NumPy's DLPack
+        # import lacks (bfloat16) and CUDA arrays: those are copied to host.
+        d = self.devices().pop()
+        if d.platform == "cpu" and self.dtype.name != "bfloat16":
+            a = np.from_dlpack(self)
+        else:
+            a = np.empty(self.shape, self.dtype)
+            check(lib.kiln_array_to_host(self._handle, a.ctypes.data, a.nbytes))
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __repr__(self):
+        return f"kiln.Array({np.asarray(self)!r})"
+
+
+def from_dlpack(x, device=None, copy=None):
+    """Imports any object with __dlpack__ (NumPy, JAX, PyTorch, CuPy).
+    The data is copied into kiln's memory (kiln's runtime has no
+    foreign-buffer arrays yet); strided inputs are copied in order unless
+    copy=False, which refuses them."""
+    dev = (device or devices()[0])._handle
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"{type(x).__name__} has no __dlpack__")
+    try:
+        capsule = x.__dlpack__(max_version=(1, 1))
+    except TypeError:  # a pre-1.0 producer
+        capsule = x.__dlpack__()
+    flags = 0 if copy is False else _ALLOW_COPY
+    return Array(_dlpack.import_capsule(dev, capsule, flags))
+
+
+def asarray(x, device=None):
+    """A kiln array from a kiln array, a DLPack producer or anything NumPy
+    converts (lists, scalars)."""
+    if isinstance(x, Array):
+        return x
+    if not hasattr(x, "__dlpack__"):
+        x = np.asarray(x)
+    if isinstance(x, np.ndarray):
+        try:
+            return from_dlpack(x, device=device)
+        except BufferError:  # dtypes NumPy does not export (bool, bfloat16)
+            return _from_host(x, device)
+    return from_dlpack(x, device=device)
+
+
+def _from_host(x, device):
+    x = np.require(x, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+    code = ctypes.c_int()
+    check(lib.kiln_dtype_from_name(x.dtype.name.encode(), ctypes.byref(code)))
+    shape = (ctypes.c_int64 * max(x.ndim, 1))(*x.shape)
+    out = ctypes.c_void_p()
+    dev = (device or devices()[0])._handle
+    check(lib.kiln_array_from_host(dev, code.value, x.ndim, shape, x.ctypes.data, x.nbytes,
+                                   ctypes.byref(out)))
+    return Array(out.value)

@@ -1,0 +1,98 @@
+"""DLPack exchange between kiln and NumPy / JAX (and PyTorch where it is
+installed): pointer identity, lifetimes, read-only, 0-d, zero-size and
+non-contiguous inputs."""
+import gc
+
+import numpy as np
+import pytest
+
+import kiln
+
+jnp = pytest.importorskip("jax.numpy")
+
+
+def _ptr(a):
+    return np.from_dlpack(a).ctypes.data
+
+
+def test_numpy_views_kiln_memory_read_only():
+    k = kiln.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    n1, n2 = np.from_dlpack(k), np.asarray(k)
+    assert n1.ctypes.data == n2.ctypes.data  # both views of kiln's buffer
+    assert not n1.flags.writeable
+    with pytest.raises(ValueError):
+        n1[0, 0] = 1
+    np.testing.assert_array_equal(n1, np.arange(6).reshape(2, 3))
+
+
+def test_jax_views_kiln_memory():
+    k = kiln.asarray(np.arange(4, dtype=np.int32))
+    j = jnp.from_dlpack(k)
+    assert j.unsafe_buffer_pointer() == _ptr(k)
+    np.testing.assert_array_equal(np.asarray(j), [0, 1, 2, 3])
+
+
+def test_consumer_outlives_kiln_array():
+    k = kiln.asarray(np.full((3,), 7.5, np.float64))
+    n = np.from_dlpack(k)
+    del k
+    gc.collect()
+    np.testing.assert_array_equal(n, [7.5, 7.5, 7.5])
+
+
+def test_import_outlives_producer():
+    src = np.arange(5, dtype=np.int16)
+    k = kiln.from_dlpack(src)
+    src[:] = -1  # kiln holds its own data
+    del src
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(k), np.arange(5))
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0, 3), (1,), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int64", "float16", "float32",
+                                   "float64", "bfloat16"])
+def test_round_trip_shapes_and_dtypes(shape, dtype):
+    dt = kiln._dtype_from_name(dtype)
+    x = (np.arange(int(np.prod(shape)), dtype=np.int64) % 3).astype(dt).reshape(shape)
+    for src in (x, jnp.asarray(x)):  # JAX without x64 narrows 64-bit types
+        want = np.asarray(src)
+        k = kiln.asarray(src)
+        assert k.shape == shape and k.dtype == want.dtype
+        back = np.asarray(k)
+        assert back.dtype == want.dtype
+        np.testing.assert_array_equal(back, want)
+
+
+def test_non_contiguous_copied_or_refused():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    np.testing.assert_array_equal(np.asarray(kiln.asarray(x)), x)
+    np.testing.assert_array_equal(np.asarray(kiln.asarray(x.T)), x.T)
+    with pytest.raises(kiln.KilnError, match=r"non-compact layout strides \(4, 2\)"):
+        kiln.from_dlpack(x, copy=False)
+
+
+def test_dlpack_device_and_unversioned_capsule():
+    k = kiln.asarray(np.ones(2, np.float32))
+    assert k.__dlpack_device__() == (1, 0)
+    assert k.devices() == {kiln.devices()[0]}
+    cap = k.__dlpack__()  # no max_version: a pre-1.0 consumer
+    assert "dltensor" in repr(cap) and "versioned" not in repr(cap)
+    del cap  # never consumed: the destructor frees kiln's reference
+
+
+def test_refuses_copy_and_foreign_device_requests():
+    k = kiln.asarray(np.ones(2, np.float32))
+    with pytest.raises(BufferError):
+        k.__dlpack__(max_version=(1, 0), copy=True)
+    with pytest.raises(BufferError):
+        k.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+
+
+def test_torch_round_trip():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    k = kiln.from_dlpack(t)
+    back = torch.from_dlpack(k)
+    assert back.data_ptr() == _ptr(k)
+    assert torch.equal(back, t)
