@@ -8,6 +8,7 @@
 #include "kiln/device.h"
 #include "kiln/array.h"
 #include "kiln/tree.h"
+#include "kiln/dist.h"
 
 #ifdef __cplusplus
 extern "C" {
