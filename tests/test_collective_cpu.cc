@@ -1,4 +1,5 @@
-// The CPU collectives engine against jax.lax collectives inside shard_map on
+// The CPU collectives engine (psum/pmax/pmin, all_gather, psum_scatter,
+// all_to_all, ppermute) against jax.lax collectives inside shard_map on
 // 8 CPU devices (golden/dist_collectives.txt): one thread per participant,
 // groups of 8, 4 and 2. Also: bit-identical results on every participant,
 // timeout, a failing participant and mismatched calls fail every participant.
@@ -109,6 +110,8 @@ TEST(CollectiveCpu, MatchesJax) {
       if (op == "pmax") return coll_test_all_reduce(g, r, dt, count, src, dst, 1);
       if (op == "pmin") return coll_test_all_reduce(g, r, dt, count, src, dst, 2);
       if (op == "all_gather") return coll_test_all_gather(g, r, dt, count, src, dst);
+      if (op == "psum_scatter") return coll_test_reduce_scatter(g, r, dt, count, src, dst);
+      if (op == "all_to_all") return coll_test_all_to_all(g, r, dt, count, src, dst);
       return coll_test_ppermute(g, r, dt, count, src, dst, (int)pairs_flat.size() / 2,
                                 reinterpret_cast<const int(*)[2]>(pairs_flat.data()));
     });
@@ -120,12 +123,12 @@ TEST(CollectiveCpu, MatchesJax) {
         double a = ValueAt(got[r], dt, i), b = ValueAt(want[r], dt, i);
         EXPECT_LE(std::fabs(a - b), tol * std::fabs(b) + (tol ? 1e-6 : 0)) << "rank " << r << " elem " << i;
       }
-      EXPECT_EQ(0, memcmp(got[r].data(), got[0].data(), op == "ppermute" ? 0 : got[r].size()))
+      EXPECT_EQ(0, memcmp(got[r].data(), got[0].data(), op == "ppermute" || op == "psum_scatter" || op == "all_to_all" ? 0 : got[r].size()))
           << "participants disagree bitwise";
     }
     cases++;
   }
-  EXPECT_EQ(cases, 75);
+  EXPECT_EQ(cases, 105);
 }
 
 TEST(CollectiveCpu, ManyRoundsInPlaceAreBitIdentical) {

@@ -18,6 +18,14 @@ kiln_status coll_test_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype,
                                  const void *in, void *out) {
   return kcpu_coll_all_gather(g, rank, dtype, count, in, out);
 }
+kiln_status coll_test_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                     const void *in, void *out) {
+  return kcpu_coll_reduce_scatter(g, rank, dtype, count, in, out);
+}
+kiln_status coll_test_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out) {
+  return kcpu_coll_all_to_all(g, rank, dtype, count, in, out);
+}
 kiln_status coll_test_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                const void *in, void *out, int npairs, const int (*pairs)[2]) {
   return kcpu_coll_ppermute(g, rank, dtype, count, in, out, npairs, pairs);

@@ -15,6 +15,10 @@ kiln_status coll_test_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype,
                                  const void *in, void *out, int reduce);
 kiln_status coll_test_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                  const void *in, void *out);
+kiln_status coll_test_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                     const void *in, void *out);
+kiln_status coll_test_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out);
 kiln_status coll_test_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                const void *in, void *out, int npairs, const int (*pairs)[2]);
 #ifdef __cplusplus

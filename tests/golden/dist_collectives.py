@@ -1,6 +1,7 @@
 """Goldens for kiln's CPU collectives (tests/test_collective_cpu.cc).
 
-Runs jax.lax.psum/pmax/pmin/all_gather/ppermute inside shard_map on 8 CPU
+Runs jax.lax.psum/pmax/pmin/all_gather/psum_scatter/all_to_all/ppermute
+(tiled, axis 0) inside shard_map on 8 CPU
 devices, over groups of 8, 4 and 2 (mesh 8, the 'model' axis of 2x4 and of
 4x2), and writes the per-device inputs and results to dist_collectives.txt:
   op | group size | dtype | per-device count | params | inputs | outputs
@@ -17,7 +18,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_enable_x64", True)
 
-COUNT = 6
+COUNT = 8
 PERMS = {8: [(0, 3), (3, 5), (5, 0), (7, 1)], 4: [(0, 1), (1, 2), (2, 3), (3, 0)], 2: [(1, 0)]}
 
 
@@ -46,6 +47,10 @@ def main():
                 lines.append(f"{name}|{n}|{np.dtype(dtype).name}|{COUNT}||{fmt(x)}|{fmt(y)}")
             y = run(n, lambda v: jax.lax.all_gather(v, "i", tiled=True), x).reshape(n, n * COUNT)
             lines.append(f"all_gather|{n}|{np.dtype(dtype).name}|{COUNT}||{fmt(x)}|{fmt(y)}")
+            y = run(n, lambda v: jax.lax.psum_scatter(v, "i", tiled=True), x).reshape(n, COUNT // n)
+            lines.append(f"psum_scatter|{n}|{np.dtype(dtype).name}|{COUNT}||{fmt(x)}|{fmt(y)}")
+            y = run(n, lambda v: jax.lax.all_to_all(v, "i", 0, 0, tiled=True), x).reshape(n, COUNT)
+            lines.append(f"all_to_all|{n}|{np.dtype(dtype).name}|{COUNT}||{fmt(x)}|{fmt(y)}")
             perm = PERMS[n]
             y = run(n, lambda v: jax.lax.ppermute(v, "i", perm), x).reshape(n, COUNT)
             p = ",".join(f"{a}>{b}" for a, b in perm)

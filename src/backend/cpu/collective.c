@@ -160,9 +160,9 @@ static kiln_status leave(kcpu_coll_group *g, int rank, const char *op) {
 #define REDUCE_CASE(DT, T)                                                            \
   case DT: {                                                                          \
     T *o = out;                                                                       \
-    memcpy(o, g->slots[0].in, (size_t)count * sizeof(T));                             \
+    memcpy(o, (const T *)g->slots[0].in + offset, (size_t)count * sizeof(T));         \
     for (int r = 1; r < g->n; r++) {                                                  \
-      const T *x = g->slots[r].in;                                                    \
+      const T *x = (const T *)g->slots[r].in + offset;                                \
       if (op == KCPU_COLL_SUM)                                                        \
         for (int64_t i = 0; i < count; i++) o[i] = (T)(o[i] + x[i]);                  \
       else if (op == KCPU_COLL_MAX)                                                   \
@@ -177,49 +177,69 @@ static const char *reduce_name(kcpu_coll_reduce op) {
   return op == KCPU_COLL_SUM ? "psum" : op == KCPU_COLL_MAX ? "pmax" : "pmin";
 }
 
-kiln_status kcpu_coll_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
-                                 const void *in, void *out, kcpu_coll_reduce op) {
-  slot mine = {reduce_name(op), dtype, count, op, in, 0};
+/* out[0, count) = op over ranks of in[offset, offset + count), in rank order. */
+static void reduce_ranks(const kcpu_coll_group *g, kiln_dtype dtype, int64_t offset, int64_t count,
+                         kcpu_coll_reduce op, void *out) {
   switch (dtype) {
+    REDUCE_CASE(KILN_F32, float)
+    REDUCE_CASE(KILN_F64, double)
+    REDUCE_CASE(KILN_I8, int8_t)
+    REDUCE_CASE(KILN_I16, int16_t)
+    REDUCE_CASE(KILN_I32, int32_t)
+    REDUCE_CASE(KILN_I64, int64_t)
+    REDUCE_CASE(KILN_U8, uint8_t)
+    REDUCE_CASE(KILN_U16, uint16_t)
+    REDUCE_CASE(KILN_U32, uint32_t)
+    REDUCE_CASE(KILN_U64, uint64_t)
+    default: break;
+  }
+}
+
+/* Shared by psum and psum_scatter: each participant reduces [offset,
+ * offset + n_out) of every input into a private buffer (out may alias in),
+ * then copies it out after the second crossing. */
+static kiln_status reduce_common(kcpu_coll_group *g, int rank, const slot *mine, int64_t offset,
+                                 int64_t n_out, void *out, kcpu_coll_reduce op) {
+  switch (mine->dtype) {
     case KILN_F32: case KILN_F64: case KILN_I8: case KILN_I16: case KILN_I32: case KILN_I64:
     case KILN_U8: case KILN_U16: case KILN_U32: case KILN_U64: break;
     default:
-      if (g) kcpu_coll_fail(g, rank, mine.op, "unsupported dtype");
-      return kcore_fail(KILN_ERR_DTYPE, "%s: dtype %s is not supported by the CPU collectives", mine.op,
-                        kiln_dtype_name(dtype));
+      if (g) kcpu_coll_fail(g, rank, mine->op, "unsupported dtype");
+      return kcore_fail(KILN_ERR_DTYPE, "%s: dtype %s is not supported by the CPU collectives",
+                        mine->op, kiln_dtype_name(mine->dtype));
   }
-  kiln_status st = meet(g, rank, &mine);
+  kiln_status st = meet(g, rank, mine);
   if (st) return st;
-  /* Accumulate into a private copy: out may alias this participant's in. */
-  size_t bytes = (size_t)count * kiln_dtype_size(dtype);
+  size_t bytes = (size_t)n_out * kiln_dtype_size(mine->dtype);
   void *acc = malloc(bytes ? bytes : 1);
   if (!acc) {
-    kcpu_coll_fail(g, rank, mine.op, "out of host memory");
-    leave(g, rank, mine.op);
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", mine.op);
+    kcpu_coll_fail(g, rank, mine->op, "out of host memory");
+    leave(g, rank, mine->op);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", mine->op);
   }
-  {
-    void *final_out = out;
-    out = acc;
-    switch (dtype) {
-      REDUCE_CASE(KILN_F32, float)
-      REDUCE_CASE(KILN_F64, double)
-      REDUCE_CASE(KILN_I8, int8_t)
-      REDUCE_CASE(KILN_I16, int16_t)
-      REDUCE_CASE(KILN_I32, int32_t)
-      REDUCE_CASE(KILN_I64, int64_t)
-      REDUCE_CASE(KILN_U8, uint8_t)
-      REDUCE_CASE(KILN_U16, uint16_t)
-      REDUCE_CASE(KILN_U32, uint32_t)
-      REDUCE_CASE(KILN_U64, uint64_t)
-      default: break;
-    }
-    out = final_out;
-  }
-  st = leave(g, rank, mine.op);
+  reduce_ranks(g, mine->dtype, offset, n_out, op, acc);
+  st = leave(g, rank, mine->op);
   if (!st) memcpy(out, acc, bytes);
   free(acc);
   return st;
+}
+
+kiln_status kcpu_coll_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out, kcpu_coll_reduce op) {
+  slot mine = {reduce_name(op), dtype, count, op, in, 0};
+  return reduce_common(g, rank, &mine, 0, count, out, op);
+}
+
+kiln_status kcpu_coll_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                     const void *in, void *out) {
+  slot mine = {"psum_scatter", dtype, count, 0, in, 0};
+  if (g && count % g->n) {
+    kcpu_coll_fail(g, rank, mine.op, "count does not divide over the group");
+    return kcore_fail(KILN_ERR_SHAPE, "psum_scatter over axis '%s': %lld elements do not divide over %d participants",
+                      g->axis, (long long)count, g->n);
+  }
+  int64_t part = g ? count / g->n : 0;
+  return reduce_common(g, rank, &mine, (int64_t)rank * part, part, out, KCPU_COLL_SUM);
 }
 
 /* ---- data movement ---- */
@@ -264,6 +284,31 @@ kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, i
     if (pairs[i][1] == rank) memcpy(tmp, g->slots[pairs[i][0]].in, bytes);
   st = leave(g, rank, mine.op);
   if (!st) memcpy(out, tmp, bytes);
+  free(tmp);
+  return st;
+}
+
+kiln_status kcpu_coll_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out) {
+  slot mine = {"all_to_all", dtype, count, 0, in, 0};
+  if (g && count % g->n) {
+    kcpu_coll_fail(g, rank, mine.op, "count does not divide over the group");
+    return kcore_fail(KILN_ERR_SHAPE, "all_to_all over axis '%s': %lld elements do not divide over %d participants",
+                      g->axis, (long long)count, g->n);
+  }
+  kiln_status st = meet(g, rank, &mine);
+  if (st) return st;
+  size_t chunk = (size_t)(count / g->n) * kiln_dtype_size(dtype);
+  char *tmp = malloc(chunk * (size_t)g->n + 1); /* out may alias in */
+  if (!tmp) {
+    kcpu_coll_fail(g, rank, mine.op, "out of host memory");
+    leave(g, rank, mine.op);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "all_to_all: out of host memory");
+  }
+  for (int r = 0; r < g->n; r++) /* block r of the result: rank r's block `rank` */
+    memcpy(tmp + (size_t)r * chunk, (const char *)g->slots[r].in + (size_t)rank * chunk, chunk);
+  st = leave(g, rank, mine.op);
+  if (!st) memcpy(out, tmp, chunk * (size_t)g->n);
   free(tmp);
   return st;
 }

@@ -93,6 +93,14 @@ kiln_status kcpu_coll_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype,
 /* out holds n * count elements: rank r's in at r * count (tiled on axis 0). */
 kiln_status kcpu_coll_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                  const void *in, void *out);
+/* psum_scatter, tiled, over dimension 0 of a flat buffer of count elements
+ * (count divisible by n): rank r gets the sum of every rank's block r. */
+kiln_status kcpu_coll_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                     const void *in, void *out);
+/* all_to_all with split and concat axis 0: block j of rank r's count
+ * elements goes to rank j, where it becomes block r. */
+kiln_status kcpu_coll_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out);
 /* pairs[i] = {source, destination}; a rank no pair sends to gets zeros. */
 kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                const void *in, void *out, int npairs, const int (*pairs)[2]);
