@@ -15,6 +15,8 @@
 #include "kiln/optim.h"
 #include "kiln/nn.h"
 #include "kiln/transform.h"
+#include "kiln/dist.h"
+#include "kiln/interop.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -135,5 +135,38 @@ const char *kcpu_cc_describe(int wstatus, char *buf, size_t cap);
 kiln_status kcpu_argv_new(const kcpu_cc *cc, int extra, kcpu_argv *a);
 void kcpu_argv_push(kcpu_argv *a, const char *s);
 /* ==== end of inside the host C compiler ==== */
+/* ==== CPU collectives (collective.c) ====
+ * A group of n participants (one thread per virtual device) over one mesh
+ * axis. Every participant calls the same collective with the same dtype and
+ * count; results are written once all have arrived. A participant that does
+ * not arrive within timeout_s, or that reports a failure (kcpu_coll_fail),
+ * makes every participant fail with KILN_ERR_COLLECTIVE; the group then
+ * stays broken. Reductions run in rank order: every participant gets the
+ * same bits, independent of thread timing. */
+typedef struct kcpu_coll_group kcpu_coll_group;
+typedef enum kcpu_coll_reduce { KCPU_COLL_SUM, KCPU_COLL_MAX, KCPU_COLL_MIN } kcpu_coll_reduce;
+#define KCPU_COLL_DEFAULT_TIMEOUT_S 300.0
+kiln_status kcpu_coll_group_new(int n, const char *axis, double timeout_s, kcpu_coll_group **out);
+void kcpu_coll_group_free(kcpu_coll_group *g);
+/* Reports that participant rank cannot take part in op (why: the reason). */
+kiln_status kcpu_coll_fail(kcpu_coll_group *g, int rank, const char *op, const char *why);
+/* out[i] = op over ranks of in[i] (psum/pmax/pmin); out may alias in. */
+kiln_status kcpu_coll_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out, kcpu_coll_reduce op);
+/* out holds n * count elements: rank r's in at r * count (tiled on axis 0). */
+kiln_status kcpu_coll_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out);
+/* psum_scatter, tiled, over dimension 0 of a flat buffer of count elements
+ * (count divisible by n): rank r gets the sum of every rank's block r. */
+kiln_status kcpu_coll_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                     const void *in, void *out);
+/* all_to_all with split and concat axis 0: block j of rank r's count
+ * elements goes to rank j, where it becomes block r. */
+kiln_status kcpu_coll_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                                 const void *in, void *out);
+/* pairs[i] = {source, destination}; a rank no pair sends to gets zeros. */
+kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
+                               const void *in, void *out, int npairs, const int (*pairs)[2]);
+/* ==== end of CPU collectives ==== */
 
 #endif
