@@ -107,6 +107,7 @@ class Train : public ::testing::Test {
     c.log_every = 1;
     c.n_hidden = 1;
     c.hidden[0] = 32;
+    c.cosine = 1;  // the schedule's count must survive resume too
     c.quiet = 1;
     return c;
   }

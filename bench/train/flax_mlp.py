@@ -93,6 +93,10 @@ def make_fns(model, tx):
     return step, evaluate
 
 
+def run_epochs(args):
+    return args.epochs or 10
+
+
 def flax_run(args, train, test, steps, epochs):
     """Per-step losses of the first `steps` steps, their mean step time, and
     the test accuracy after each of `epochs` epochs."""
@@ -100,7 +104,10 @@ def flax_run(args, train, test, steps, epochs):
     classes = int(y.max()) + 1
     widths = [x.shape[1], *args.hidden, classes]
     model = MLP(tuple(args.hidden), classes)
-    tx = optax.adam(args.lr)
+    # kiln's trainer decays over all of its --epochs (passed as run_epochs)
+    lr = (optax.cosine_decay_schedule(args.lr, run_epochs(args) * (n // args.batch_size))
+          if args.cosine else args.lr)
+    tx = optax.adam(lr)
     step, evaluate = make_fns(model, tx)
     key, init_key = jax.random.split(jax.random.PRNGKey(args.seed))
     params = init_params(init_key, widths)
@@ -141,7 +148,9 @@ def kiln_run(args, steps):
     with tempfile.TemporaryDirectory() as out:
         cmd = [args.kiln, "--data", args.data, "--out", out, "--max-steps", str(steps),
                "--log-every", "1", "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-               "--seed", str(args.seed), "--hidden", ",".join(map(str, args.hidden)), "--quiet"]
+               "--seed", str(args.seed), "--epochs", str(run_epochs(args)), "--hidden", ",".join(map(str, args.hidden)), "--quiet"]
+        if args.cosine:
+            cmd.append("--cosine")
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             sys.exit(f"kiln trainer failed: {done.stderr}")
@@ -163,6 +172,8 @@ def main():
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cosine", action="store_true",
+                   help="cosine decay of the learning rate over the epochs (10 if --epochs is 0)")
     p.add_argument("--hidden", type=lambda s: [int(v) for v in s.split(",")], default=[512, 256])
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()

@@ -21,6 +21,7 @@ static void usage(FILE *f) {
           "  --epochs N        (default %d)\n"
           "  --batch-size N    (default %lld)\n"
           "  --lr X            adam's learning rate (default %g)\n"
+          "  --cosine          decay it to 0 over the epochs (cosine)\n"
           "  --seed N          PRNG seed: init and shuffling (default %u)\n"
           "  --hidden A,B,...  hidden widths (default 512,256)\n"
           "  --max-steps N     stop at global step N\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     int bad = 0, takes = 1;
     if (!strcmp(a, "--resume")) c.resume = 1, takes = 0;
     else if (!strcmp(a, "--quiet")) c.quiet = 1, takes = 0;
+    else if (!strcmp(a, "--cosine")) c.cosine = 1, takes = 0;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
     else if (!v) bad = 1;
     else if (!strcmp(a, "--data")) c.data_dir = v;

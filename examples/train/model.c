@@ -116,13 +116,13 @@ static kiln_tree *split_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tuple_of(1, &keys);
 }
 
-kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, double learning_rate,
+kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
                       model *m) {
   memset(m, 0, sizeof *m);
   if (n_layers < 1 || n_layers > MODEL_MAX_LAYERS) return KILN_ERR_ARGUMENT;
   m->n_layers = n_layers;
   memcpy(m->width, widths, (size_t)(n_layers + 1) * sizeof *widths);
-  m->opt = kiln_adam(kiln_constant_schedule(learning_rate), 0.9, 0.999, 1e-8);
+  m->opt = kiln_adam(lr, 0.9, 0.999, 1e-8);
   const int donate[2] = {0, 1};
   const kiln_jit_options step_opts = {.donate_argnums = donate, .num_donate = 2};
   kiln_status s;

@@ -20,7 +20,7 @@ typedef struct model {
 } model;
 
 /* widths: inputs, hidden..., classes (n_layers + 1 entries). */
-kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, double learning_rate,
+kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
                       model *m);
 void model_free(model *m);
 

@@ -282,7 +282,10 @@ static kiln_status setup(run *r, train_summary *sum) {
   widths[0] = r->train.x.shape[1];
   for (int i = 0; i < cfg->n_hidden; i++) widths[i + 1] = cfg->hidden[i];
   widths[cfg->n_hidden + 1] = max_label(&r->train.y) + 1;
-  if ((s = model_new(r->ctx, cfg->n_hidden + 1, widths, cfg->learning_rate, &r->m)))
+  int64_t total = (int64_t)cfg->epochs * kiln_batch_count(r->train.x.shape[0], cfg->batch_size, 1);
+  kiln_schedule lr = cfg->cosine ? kiln_cosine_decay_schedule(cfg->learning_rate, total, 0.0, 1.0)
+                                 : kiln_constant_schedule(cfg->learning_rate);
+  if ((s = model_new(r->ctx, cfg->n_hidden + 1, widths, lr, &r->m)))
     return fail(s, "building the model");
 
   /* key, init_key = jax.random.split(jax.random.PRNGKey(seed)) */

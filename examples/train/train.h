@@ -20,6 +20,7 @@ typedef struct train_config {
   int epochs;
   int64_t batch_size;
   double learning_rate;
+  int cosine; /* decay it to 0 over `epochs` with a cosine (optax.cosine_decay_schedule) */
   uint32_t seed;
   int64_t max_steps; /* stop at this global step (<= 0: no limit) */
   int resume;        /* continue from out_dir's checkpoint when there is one */
