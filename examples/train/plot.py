@@ -54,7 +54,7 @@ def main(argv):
     ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
     ax_acc.legend(loc="lower right")
     ax_acc.grid(alpha=0.3)
-    fig.suptitle("kiln: MLP 784-512-256-10 on Fashion-MNIST, adam, one device")
+    fig.suptitle("kiln examples/train: MLP on Fashion-MNIST, one device")
     fig.savefig(argv[2], dpi=110)
     print(f"wrote {argv[2]}")
 
