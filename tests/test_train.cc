@@ -6,7 +6,6 @@
 // state); resuming a finished run trains no more; a missing data set is an
 // error naming the file.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -52,7 +51,8 @@ void write_split(const std::string &dir, const char *prefix, int n, uint32_t see
     for (int p = 0; p < kSide * kSide; p++) img[p] = static_cast<uint8_t>(next() % 64);
     int r0 = (c / 4) * 3, c0 = (c % 4) * 2;
     for (int r = r0; r < r0 + 2; r++)
-      for (int q = c0; q < c0 + 2; q++) img[r * kSide + q] = static_cast<uint8_t>(192 + next() % 64);
+      for (int q = c0; q < c0 + 2; q++)
+        img[r * kSide + q] = static_cast<uint8_t>(192 + next() % 64);
   }
   write_idx(dir + "/" + prefix + "-images-idx3-ubyte", {n, kSide, kSide}, images);
   write_idx(dir + "/" + prefix + "-labels-idx1-ubyte", {n}, labels);
@@ -70,7 +70,9 @@ std::map<long, Record> read_metrics(const std::string &dir, int *train_lines) {
   *train_lines = 0;
   auto field = [&line](const char *name) {
     size_t at = line.find(std::string("\"") + name + "\": ");
-    return at == std::string::npos ? NAN : std::strtod(line.c_str() + at + std::strlen(name) + 4, nullptr);
+    return at == std::string::npos
+               ? NAN
+               : std::strtod(line.c_str() + at + std::strlen(name) + 4, nullptr);
   };
   while (std::getline(f, line)) {
     long step = static_cast<long>(field("step"));

@@ -61,19 +61,32 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long long n = 0;
     int bad = 0, takes = 1;
-    if (!strcmp(a, "--resume")) c.resume = 1, takes = 0;
-    else if (!strcmp(a, "--quiet")) c.quiet = 1, takes = 0;
-    else if (!strcmp(a, "--cosine")) c.cosine = 1, takes = 0;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-    else if (!v) bad = 1;
-    else if (!strcmp(a, "--data")) c.data_dir = v;
-    else if (!strcmp(a, "--out")) c.out_dir = v;
-    else if (!strcmp(a, "--epochs")) bad = parse_int(v, 1, 1000000, &n), c.epochs = (int)n;
-    else if (!strcmp(a, "--batch-size")) bad = parse_int(v, 1, 1 << 24, &n), c.batch_size = n;
-    else if (!strcmp(a, "--seed")) bad = parse_int(v, 0, 0xffffffffLL, &n), c.seed = (uint32_t)n;
-    else if (!strcmp(a, "--max-steps")) bad = parse_int(v, 1, 1LL << 50, &n), c.max_steps = n;
-    else if (!strcmp(a, "--log-every")) bad = parse_int(v, 1, 1LL << 50, &n), c.log_every = n;
-    else if (!strcmp(a, "--hidden")) bad = parse_hidden(v, &c);
+    if (!strcmp(a, "--resume"))
+      c.resume = 1, takes = 0;
+    else if (!strcmp(a, "--quiet"))
+      c.quiet = 1, takes = 0;
+    else if (!strcmp(a, "--cosine"))
+      c.cosine = 1, takes = 0;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+      return usage(stdout), 0;
+    else if (!v)
+      bad = 1;
+    else if (!strcmp(a, "--data"))
+      c.data_dir = v;
+    else if (!strcmp(a, "--out"))
+      c.out_dir = v;
+    else if (!strcmp(a, "--epochs"))
+      bad = parse_int(v, 1, 1000000, &n), c.epochs = (int)n;
+    else if (!strcmp(a, "--batch-size"))
+      bad = parse_int(v, 1, 1 << 24, &n), c.batch_size = n;
+    else if (!strcmp(a, "--seed"))
+      bad = parse_int(v, 0, 0xffffffffLL, &n), c.seed = (uint32_t)n;
+    else if (!strcmp(a, "--max-steps"))
+      bad = parse_int(v, 1, 1LL << 50, &n), c.max_steps = n;
+    else if (!strcmp(a, "--log-every"))
+      bad = parse_int(v, 1, 1LL << 50, &n), c.log_every = n;
+    else if (!strcmp(a, "--hidden"))
+      bad = parse_hidden(v, &c);
     else if (!strcmp(a, "--lr")) {
       char *end;
       c.learning_rate = strtod(v, &end);
@@ -94,8 +107,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "train: %s\n", train_last_error());
     return 1;
   }
-  printf("done: step %lld, test accuracy %.2f%%, test loss %.4f, %.1f s of steps, %.0f examples/s%s\n",
-         (long long)s.steps, 100 * s.test_accuracy, s.test_loss, s.seconds, s.examples_per_s,
-         s.resumed_from >= 0 ? " (resumed)" : "");
+  printf(
+      "done: step %lld, test accuracy %.2f%%, test loss %.4f, %.1f s of steps, %.0f examples/s%s\n",
+      (long long)s.steps, 100 * s.test_accuracy, s.test_loss, s.seconds, s.examples_per_s,
+      s.resumed_from >= 0 ? " (resumed)" : "");
   return 0;
 }

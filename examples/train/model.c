@@ -64,8 +64,8 @@ static kiln_tree *loss_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
   kiln_val *y = kiln_convert(t, kiln_arg(args, 2), KILN_I32);
   kiln_val *logits = forward(t, m, kiln_tree_child(args, 0), pixels(t, kiln_arg(args, 1)));
-  kiln_val *loss = kiln_mean(t, kiln_nn_softmax_cross_entropy(t, logits, y), KILN_ALL_AXES,
-                             NULL, 0);
+  kiln_val *loss =
+      kiln_mean(t, kiln_nn_softmax_cross_entropy(t, logits, y), KILN_ALL_AXES, NULL, 0);
   kiln_val *acc = kiln_mean(t, correct(t, logits, y), KILN_ALL_AXES, NULL, 0);
   return kiln_tree_tuple(2, (kiln_tree *[]){kiln_tree_val(loss), kiln_tuple_of(1, &acc)});
 }
@@ -74,9 +74,9 @@ static kiln_tree *loss_fn(kiln_trace *t, const kiln_tree *args, void *user) {
 static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
   const kiln_tree *params = kiln_tree_child(args, 0), *state = kiln_tree_child(args, 1);
-  kiln_tree *in = kiln_tree_tuple(3, (kiln_tree *[]){kiln_tree_clone(params),
-                                                     kiln_tree_clone(kiln_tree_child(args, 2)),
-                                                     kiln_tree_clone(kiln_tree_child(args, 3))});
+  kiln_tree *in = kiln_tree_tuple(
+      3, (kiln_tree *[]){kiln_tree_clone(params), kiln_tree_clone(kiln_tree_child(args, 2)),
+                         kiln_tree_clone(kiln_tree_child(args, 3))});
   kiln_tree *out = in ? kiln_call(t, m->vg_f, in) : NULL;
   kiln_tree_free(in);
   if (!out) return NULL;
@@ -94,8 +94,8 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
     kiln_tree_free(new_state);
     return NULL;
   }
-  return kiln_tree_tuple(4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss),
-                                            kiln_tree_val(acc)});
+  return kiln_tree_tuple(
+      4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss), kiln_tree_val(acc)});
 }
 
 /* eval(params, x, y) -> (sum of losses, number correct) */

@@ -7,8 +7,8 @@
 #define MODEL_MAX_LAYERS 9
 
 typedef struct model {
-  int n_layers;                          /* dense layers */
-  int64_t width[MODEL_MAX_LAYERS + 1];   /* width[0] inputs ... width[n_layers] classes */
+  int n_layers;                        /* dense layers */
+  int64_t width[MODEL_MAX_LAYERS + 1]; /* width[0] inputs ... width[n_layers] classes */
   kiln_optimizer opt;
   kiln_func *init_f, *loss_f, *vg_f, *step_f, *eval_f, *split_f;
   /* init(key) -> (params, opt_state)

@@ -13,8 +13,8 @@ double progress_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void progress_init(progress *p, FILE *out, int epochs, int64_t steps_per_epoch,
-                   int64_t last_step, int64_t batch_size) {
+void progress_init(progress *p, FILE *out, int epochs, int64_t steps_per_epoch, int64_t last_step,
+                   int64_t batch_size) {
   memset(p, 0, sizeof *p);
   p->out = out;
   p->tty = out && isatty(fileno(out));
@@ -48,7 +48,8 @@ void progress_step(progress *p, int64_t step, double loss, double accuracy) {
   double rate = p->run_seconds > 0 ? (double)p->run_steps / p->run_seconds : 0;
   char eta[32];
   format_eta(rate > 0 ? (double)(p->last_step - step) / rate : 0, eta, sizeof eta);
-  int64_t epoch = (step - 1) / p->steps_per_epoch + 1, in_epoch = step - (epoch - 1) * p->steps_per_epoch;
+  int64_t epoch = (step - 1) / p->steps_per_epoch + 1,
+          in_epoch = step - (epoch - 1) * p->steps_per_epoch;
   if (p->tty) {
     enum { WIDTH = 24 };
     char bar[WIDTH + 1];
@@ -60,7 +61,8 @@ void progress_step(progress *p, int64_t step, double loss, double accuracy) {
             (long long)epoch, p->epochs, bar, (long long)in_epoch, (long long)p->steps_per_epoch,
             loss, 100 * accuracy, progress_examples_per_s(p), eta);
   } else {
-    fprintf(p->out, "epoch %lld/%d step %lld (%lld/%lld)  loss %.4f  acc %.1f%%  %.0f ex/s  ETA %s\n",
+    fprintf(p->out,
+            "epoch %lld/%d step %lld (%lld/%lld)  loss %.4f  acc %.1f%%  %.0f ex/s  ETA %s\n",
             (long long)epoch, p->epochs, (long long)step, (long long)in_epoch,
             (long long)p->steps_per_epoch, loss, 100 * accuracy, progress_examples_per_s(p), eta);
   }

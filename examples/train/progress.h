@@ -9,17 +9,17 @@
 double progress_now(void); /* monotonic seconds */
 
 typedef struct progress {
-  FILE *out;   /* NULL: quiet */
+  FILE *out; /* NULL: quiet */
   int tty;
   int epochs;
   int64_t steps_per_epoch, last_step, batch_size;
-  int64_t run_steps;     /* steps taken in this run */
-  double run_seconds;    /* their time */
+  int64_t run_steps;  /* steps taken in this run */
+  double run_seconds; /* their time */
   double last_draw;
 } progress;
 
-void progress_init(progress *p, FILE *out, int epochs, int64_t steps_per_epoch,
-                   int64_t last_step, int64_t batch_size);
+void progress_init(progress *p, FILE *out, int epochs, int64_t steps_per_epoch, int64_t last_step,
+                   int64_t batch_size);
 /* After each step: the global step just finished (1-based) and its loss and
  * accuracy. */
 void progress_step(progress *p, int64_t step, double loss, double accuracy);

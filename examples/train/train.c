@@ -72,7 +72,9 @@ static kiln_status load_split(const char *dir, const char *prefix, dataset *d) {
   if (d->x.dtype != KILN_U8 || d->x.rank < 2 || d->y.dtype != KILN_U8 || d->y.rank != 1 ||
       d->x.shape[0] != d->y.shape[0]) {
     kiln_clear_error();
-    return fail(KILN_ERR_SHAPE, "%s and %s: expected u8 images [n, ...] and u8 labels [n], got rank %d and %d with %lld and %lld examples",
+    return fail(KILN_ERR_SHAPE,
+                "%s and %s: expected u8 images [n, ...] and u8 labels [n], got rank %d and %d with "
+                "%lld and %lld examples",
                 images, labels, d->x.rank, d->y.rank, (long long)d->x.shape[0],
                 (long long)d->y.shape[0]);
   }
@@ -85,7 +87,8 @@ static kiln_status load_split(const char *dir, const char *prefix, dataset *d) {
 
 static int max_label(const kiln_host_data *y) {
   int m = 0;
-  for (int64_t i = 0; i < y->shape[0]; i++) m = ((uint8_t *)y->data)[i] > m ? ((uint8_t *)y->data)[i] : m;
+  for (int64_t i = 0; i < y->shape[0]; i++)
+    m = ((uint8_t *)y->data)[i] > m ? ((uint8_t *)y->data)[i] : m;
   return m;
 }
 
@@ -141,8 +144,8 @@ static kiln_status evaluate(model *m, kiln_device *dev, const kiln_tree *params,
     kiln_tree *args = NULL, *out = NULL;
     if (!(s = kiln_host_data_batch(&test->x, NULL, eval_batch, b, &bx)) &&
         !(s = kiln_host_data_batch(&test->y, NULL, eval_batch, b, &by))) {
-      args = kiln_tree_tuple(3, (kiln_tree *[]){kiln_tree_clone(params), host_leaf(dev, &bx),
-                                                 host_leaf(dev, &by)});
+      args = kiln_tree_tuple(
+          3, (kiln_tree *[]){kiln_tree_clone(params), host_leaf(dev, &bx), host_leaf(dev, &by)});
       s = args ? kiln_jit_call(m->eval, args, &out) : KILN_ERR_ARGUMENT;
     }
     float v[2] = {0, 0};
@@ -174,11 +177,11 @@ typedef struct train_state {
 static kiln_tree *state_tree(kiln_device *dev, const train_state *st) {
   int64_t step = st->step;
   const char *keys[5] = {"key", "opt_state", "params", "step", "time"};
-  return kiln_tree_dict(5, keys,
-                        (kiln_tree *[]){key_leaf(dev, st->key), kiln_tree_clone(st->opt_state),
-                                        kiln_tree_clone(st->params),
-                                        scalar_leaf(dev, KILN_I64, &step, 8),
-                                        scalar_leaf(dev, KILN_F64, &st->time, 8)});
+  return kiln_tree_dict(
+      5, keys,
+      (kiln_tree *[]){key_leaf(dev, st->key), kiln_tree_clone(st->opt_state),
+                      kiln_tree_clone(st->params), scalar_leaf(dev, KILN_I64, &step, 8),
+                      scalar_leaf(dev, KILN_F64, &st->time, 8)});
 }
 
 static kiln_status restore(const char *path, kiln_device *dev, train_state *st) {
@@ -215,8 +218,8 @@ static kiln_status train_step(model *m, kiln_device *dev, train_state *st, const
   kiln_status s;
   if (!(s = kiln_host_data_batch(&train->x, order, batch, b, &bx)) &&
       !(s = kiln_host_data_batch(&train->y, order, batch, b, &by))) {
-    args = kiln_tree_tuple(4, (kiln_tree *[]){st->params, st->opt_state, host_leaf(dev, &bx),
-                                               host_leaf(dev, &by)});
+    args = kiln_tree_tuple(
+        4, (kiln_tree *[]){st->params, st->opt_state, host_leaf(dev, &bx), host_leaf(dev, &by)});
     st->params = st->opt_state = NULL; /* the tuple owns them now */
     s = args ? kiln_jit_call(m->step, args, &out) : KILN_ERR_ARGUMENT;
   }
@@ -265,8 +268,10 @@ static kiln_status setup(run *r, train_summary *sum) {
   if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
       cfg->n_hidden >= MODEL_MAX_LAYERS || cfg->log_every < 1) {
     kiln_clear_error();
-    return fail(KILN_ERR_ARGUMENT, "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every %lld)",
-                (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every);
+    return fail(
+        KILN_ERR_ARGUMENT,
+        "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every %lld)",
+        (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every);
   }
   if (make_dirs(cfg->out_dir)) {
     kiln_clear_error();
@@ -352,7 +357,9 @@ static kiln_status train_loop(run *r, train_summary *sum) {
       win_loss += loss;
       win_acc += acc;
       if (++win, st->step % cfg->log_every == 0) {
-        fprintf(r->metrics, "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": %.3f}\n",
+        fprintf(r->metrics,
+                "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": "
+                "%.3f}\n",
                 (long long)st->step, (double)st->step / (double)spe, win_loss / (double)win,
                 win_acc / (double)win, st->time + progress_now() - start);
         win_loss = win_acc = 0;
@@ -365,9 +372,11 @@ static kiln_status train_loop(run *r, train_summary *sum) {
       return s;
     evaluated = 1;
     double now = progress_now();
-    fprintf(r->metrics, "{\"step\": %lld, \"epoch\": %.4f, \"test_loss\": %.9g, \"test_accuracy\": %.6g, \"time\": %.3f}\n",
-            (long long)st->step, (double)st->step / (double)spe, sum->test_loss,
-            sum->test_accuracy, st->time + now - start);
+    fprintf(r->metrics,
+            "{\"step\": %lld, \"epoch\": %.4f, \"test_loss\": %.9g, \"test_accuracy\": %.6g, "
+            "\"time\": %.3f}\n",
+            (long long)st->step, (double)st->step / (double)spe, sum->test_loss, sum->test_accuracy,
+            st->time + now - start);
     fflush(r->metrics);
     progress_eval(&p, st->step, sum->test_loss, sum->test_accuracy);
     double time_before = st->time;
@@ -376,9 +385,8 @@ static kiln_status train_loop(run *r, train_summary *sum) {
     st->time = time_before;
     if (s) return s;
   }
-  if (!evaluated &&
-      (s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
-                    &sum->test_accuracy)))
+  if (!evaluated && (s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
+                                  &sum->test_accuracy)))
     return s;
   sum->steps = st->step;
   sum->seconds = p.run_seconds;

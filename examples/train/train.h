@@ -5,8 +5,8 @@
 #ifndef KILN_EXAMPLE_TRAIN_H
 #define KILN_EXAMPLE_TRAIN_H
 
-#include <stdint.h>
 #include <kiln/kiln.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,9 +35,9 @@ typedef struct train_config {
 train_config train_default_config(void);
 
 typedef struct train_summary {
-  int64_t steps;         /* global step reached */
-  int64_t resumed_from;  /* the checkpoint's step, or -1 */
-  double test_accuracy;  /* of the last evaluation */
+  int64_t steps;        /* global step reached */
+  int64_t resumed_from; /* the checkpoint's step, or -1 */
+  double test_accuracy; /* of the last evaluation */
   double test_loss;
   double seconds;        /* training (steps only) in this run */
   double examples_per_s; /* over this run's steps */
