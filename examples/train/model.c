@@ -1,0 +1,157 @@
+/* The MLP of the main job as traced functions, and their jits.
+ *
+ * Parameters are laid out as flax.linen names them,
+ * {"params": {"Dense_0": {"bias", "kernel"}, ...}}, so a checkpoint's tensor
+ * names ("['params']['Dense_0']['kernel']") read the same in Python. Layer i
+ * is initialised from the i-th key of split(init_key, n_layers). */
+#include "model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void layer_name(int i, char *buf, size_t cap) { snprintf(buf, cap, "Dense_%d", i); }
+
+/* relu(dense(...)) for every layer but the last, which gives the logits. */
+static kiln_val *forward(kiln_trace *t, const model *m, const kiln_tree *params, kiln_val *x) {
+  const kiln_tree *layers = kiln_tree_get(params, "params");
+  kiln_val *h = x;
+  for (int i = 0; i < m->n_layers; i++) {
+    char name[32];
+    layer_name(i, name, sizeof name);
+    h = kiln_nn_dense(t, kiln_tree_get(layers, name), h);
+    if (i + 1 < m->n_layers) h = kiln_max(t, h, kiln_scalar_f(t, 0.0));
+  }
+  return h;
+}
+
+/* u8 pixels -> f32 in [0, 1]; u8 labels -> i32. */
+static kiln_val *pixels(kiln_trace *t, kiln_val *x) {
+  return kiln_div(t, kiln_convert(t, x, KILN_F32), kiln_scalar_f(t, 255.0));
+}
+
+static kiln_val *correct(kiln_trace *t, kiln_val *logits, kiln_val *labels) {
+  return kiln_convert(t, kiln_eq(t, kiln_argmax(t, logits, 1, KILN_I32), labels), KILN_F32);
+}
+
+/* init(key) -> (params, opt_state) */
+static kiln_tree *init_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  const model *m = user;
+  kiln_val *keys = kiln_random_split(t, kiln_arg(args, 0), m->n_layers);
+  kiln_tree *layers[MODEL_MAX_LAYERS];
+  char names[MODEL_MAX_LAYERS][32];
+  const char *keys_of[MODEL_MAX_LAYERS];
+  for (int i = 0; i < m->n_layers; i++) {
+    const int64_t lo[2] = {i, 0}, hi[2] = {i + 1, 2}, shape[1] = {2};
+    kiln_val *k = kiln_reshape(t, kiln_slice(t, keys, lo, hi, NULL), 1, shape);
+    layers[i] = kiln_nn_dense_init(t, k, m->width[i], m->width[i + 1], KILN_F32);
+    layer_name(i, names[i], sizeof names[i]);
+    keys_of[i] = names[i];
+  }
+  const char *top[1] = {"params"};
+  kiln_tree *params =
+      kiln_tree_dict(1, top, (kiln_tree *[]){kiln_tree_dict(m->n_layers, keys_of, layers)});
+  kiln_tree *state = params ? kiln_optim_init(t, &m->opt, params) : NULL;
+  if (!state) {
+    kiln_tree_free(params);
+    return NULL;
+  }
+  return kiln_tree_tuple(2, (kiln_tree *[]){params, state});
+}
+
+/* loss(params, x, y) -> (mean cross-entropy, (accuracy)) for value_and_grad
+ * with has_aux. */
+static kiln_tree *loss_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  const model *m = user;
+  kiln_val *y = kiln_convert(t, kiln_arg(args, 2), KILN_I32);
+  kiln_val *logits = forward(t, m, kiln_tree_child(args, 0), pixels(t, kiln_arg(args, 1)));
+  kiln_val *loss =
+      kiln_mean(t, kiln_nn_softmax_cross_entropy(t, logits, y), KILN_ALL_AXES, NULL, 0);
+  kiln_val *acc = kiln_mean(t, correct(t, logits, y), KILN_ALL_AXES, NULL, 0);
+  return kiln_tree_tuple(2, (kiln_tree *[]){kiln_tree_val(loss), kiln_tuple_of(1, &acc)});
+}
+
+/* step(params, opt_state, x, y) -> (params, opt_state, loss, accuracy) */
+static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  const model *m = user;
+  const kiln_tree *params = kiln_tree_child(args, 0), *state = kiln_tree_child(args, 1);
+  kiln_tree *in = kiln_tree_tuple(
+      3, (kiln_tree *[]){kiln_tree_clone(params), kiln_tree_clone(kiln_tree_child(args, 2)),
+                         kiln_tree_clone(kiln_tree_child(args, 3))});
+  kiln_tree *out = in ? kiln_call(t, m->vg_f, in) : NULL;
+  kiln_tree_free(in);
+  if (!out) return NULL;
+  /* ((loss, (accuracy,)), grads) */
+  const kiln_tree *value = kiln_tree_child(out, 0);
+  kiln_val *loss = kiln_arg(value, 0), *acc = kiln_arg(kiln_tree_child(value, 1), 0);
+  kiln_tree *new_state = NULL;
+  kiln_tree *updates =
+      kiln_optim_update(t, &m->opt, kiln_tree_child(out, 1), state, params, &new_state);
+  kiln_tree *new_params = updates ? kiln_apply_updates(t, params, updates) : NULL;
+  kiln_tree_free(updates);
+  kiln_tree_free(out);
+  if (!new_params || !new_state || !loss || !acc) {
+    kiln_tree_free(new_params);
+    kiln_tree_free(new_state);
+    return NULL;
+  }
+  return kiln_tree_tuple(
+      4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss), kiln_tree_val(acc)});
+}
+
+/* eval(params, x, y) -> (sum of losses, number correct) */
+static kiln_tree *eval_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  const model *m = user;
+  kiln_val *y = kiln_convert(t, kiln_arg(args, 2), KILN_I32);
+  kiln_val *logits = forward(t, m, kiln_tree_child(args, 0), pixels(t, kiln_arg(args, 1)));
+  kiln_val *out[2] = {
+      kiln_sum(t, kiln_nn_softmax_cross_entropy(t, logits, y), KILN_ALL_AXES, NULL, 0),
+      kiln_sum(t, correct(t, logits, y), KILN_ALL_AXES, NULL, 0)};
+  return kiln_tuple_of(2, out);
+}
+
+/* split(key) -> u32[2,2], jax.random.split(key) */
+static kiln_tree *split_fn(kiln_trace *t, const kiln_tree *args, void *user) {
+  (void)user;
+  kiln_val *keys = kiln_random_split(t, kiln_arg(args, 0), 2);
+  return kiln_tuple_of(1, &keys);
+}
+
+kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
+                      model *m) {
+  memset(m, 0, sizeof *m);
+  if (n_layers < 1 || n_layers > MODEL_MAX_LAYERS) return KILN_ERR_ARGUMENT;
+  m->n_layers = n_layers;
+  memcpy(m->width, widths, (size_t)(n_layers + 1) * sizeof *widths);
+  m->opt = kiln_adam(lr, 0.9, 0.999, 1e-8);
+  const int donate[2] = {0, 1};
+  const kiln_jit_options step_opts = {.donate_argnums = donate, .num_donate = 2};
+  kiln_status s;
+  if ((s = kiln_func_new(init_fn, m, "mlp_init", &m->init_f)) ||
+      (s = kiln_func_new(loss_fn, m, "mlp_loss", &m->loss_f)) ||
+      (s = kiln_value_and_grad(m->loss_f, NULL, 0, 1, &m->vg_f)) ||
+      (s = kiln_func_new(step_fn, m, "train_step", &m->step_f)) ||
+      (s = kiln_func_new(eval_fn, m, "eval_step", &m->eval_f)) ||
+      (s = kiln_func_new(split_fn, m, "key_split", &m->split_f)) ||
+      (s = kiln_jit_new(ctx, m->init_f, NULL, &m->init)) ||
+      (s = kiln_jit_new(ctx, m->step_f, &step_opts, &m->step)) ||
+      (s = kiln_jit_new(ctx, m->eval_f, NULL, &m->eval)) ||
+      (s = kiln_jit_new(ctx, m->split_f, NULL, &m->split))) {
+    model_free(m);
+    return s;
+  }
+  return KILN_OK;
+}
+
+void model_free(model *m) {
+  kiln_jit_free(m->init);
+  kiln_jit_free(m->step);
+  kiln_jit_free(m->eval);
+  kiln_jit_free(m->split);
+  kiln_func_free(m->split_f);
+  kiln_func_free(m->eval_f);
+  kiln_func_free(m->step_f);
+  kiln_func_free(m->vg_f);
+  kiln_func_free(m->loss_f);
+  kiln_func_free(m->init_f);
+  memset(m, 0, sizeof *m);
+}

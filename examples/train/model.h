@@ -1,0 +1,27 @@
+/* The MLP and its jitted programs: init, train step, evaluation, key split. */
+#ifndef KILN_EXAMPLE_TRAIN_MODEL_H
+#define KILN_EXAMPLE_TRAIN_MODEL_H
+
+#include <kiln/kiln.h>
+
+#define MODEL_MAX_LAYERS 9
+
+typedef struct model {
+  int n_layers;                        /* dense layers */
+  int64_t width[MODEL_MAX_LAYERS + 1]; /* width[0] inputs ... width[n_layers] classes */
+  kiln_optimizer opt;
+  kiln_func *init_f, *loss_f, *vg_f, *step_f, *eval_f, *split_f;
+  /* init(key) -> (params, opt_state)
+   * step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state, loss, accuracy),
+   *   params and opt_state donated
+   * eval(params, x, y) -> (sum of losses, number correct)
+   * split(key) -> u32[2,2] */
+  kiln_jit *init, *step, *eval, *split;
+} model;
+
+/* widths: inputs, hidden..., classes (n_layers + 1 entries). */
+kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
+                      model *m);
+void model_free(model *m);
+
+#endif

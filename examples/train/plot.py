@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Plots the main job's metrics (metrics.jsonl, written by examples/train) as a
+PNG: training loss on the left, training and test accuracy on the right, both
+against the epoch.
+
+    python3 examples/train/plot.py OUT/metrics.jsonl OUT/curves.png
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read(path):
+    train, test = [], []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if "loss" in r:
+                train.append(r)
+            if "test_accuracy" in r:
+                test.append(r)
+    return train, test
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit("usage: plot.py METRICS.jsonl OUT.png")
+    train, test = read(argv[1])
+    if not train:
+        sys.exit(f"plot.py: no training records in {argv[1]}")
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    ax_loss.plot([r["epoch"] for r in train], [r["loss"] for r in train], lw=1, label="train")
+    if test:
+        ax_loss.plot([r["epoch"] for r in test], [r["test_loss"] for r in test], "o-", lw=1.5,
+                     label="test")
+    ax_loss.set(xlabel="epoch", ylabel="softmax cross-entropy", title="loss")
+    ax_loss.legend()
+    ax_loss.grid(alpha=0.3)
+    ax_acc.plot([r["epoch"] for r in train], [100 * r["accuracy"] for r in train], lw=1,
+                label="train (batch mean)")
+    if test:
+        ax_acc.plot([r["epoch"] for r in test], [100 * r["test_accuracy"] for r in test], "o-",
+                    lw=1.5, label="test (10,000 images)")
+        last = test[-1]
+        ax_acc.annotate(f"{100 * last['test_accuracy']:.2f}%", (last["epoch"],
+                        100 * last["test_accuracy"]), textcoords="offset points",
+                        xytext=(-10, -16), ha="right")
+    ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
+    ax_acc.legend(loc="lower right")
+    ax_acc.grid(alpha=0.3)
+    fig.suptitle("kiln examples/train: MLP on Fashion-MNIST, one device")
+    fig.savefig(argv[2], dpi=110)
+    print(f"wrote {argv[2]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,416 @@
+/* The training loop: data, keys, jitted steps, evaluation, checkpoints and
+ * metrics. One device (the context's first); the data-parallel version
+ * replaces the step's inputs with replicated params and sharded batches. */
+#define _POSIX_C_SOURCE 200809L
+#include "train.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model.h"
+#include "progress.h"
+
+static char last_error[2048];
+const char *train_last_error(void) { return last_error; }
+
+/* Records "<what>: <kiln's message>" and returns s. */
+static kiln_status fail(kiln_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof last_error && *kiln_last_error())
+    snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", kiln_last_error());
+  return s;
+}
+
+train_config train_default_config(void) {
+  train_config c = {.data_dir = "/usr/share/datasets/fashion-mnist",
+                    .out_dir = "train-out",
+                    .epochs = 10,
+                    .batch_size = 128,
+                    .learning_rate = 1e-3,
+                    .seed = 0,
+                    .max_steps = 0,
+                    .log_every = 50,
+                    .n_hidden = 2,
+                    .hidden = {512, 256}};
+  return c;
+}
+
+/* ---- data ---- */
+
+typedef struct dataset {
+  kiln_host_data x, y; /* u8[n, features], u8[n] */
+} dataset;
+
+static void dataset_free(dataset *d) {
+  kiln_host_data_free(&d->x);
+  kiln_host_data_free(&d->y);
+}
+
+/* dir/name.gz, else dir/name. */
+static void data_path(const char *dir, const char *name, char *buf, size_t cap) {
+  struct stat st;
+  snprintf(buf, cap, "%s/%s.gz", dir, name);
+  if (stat(buf, &st) != 0) snprintf(buf, cap, "%s/%s", dir, name);
+}
+
+static kiln_status load_split(const char *dir, const char *prefix, dataset *d) {
+  char images[1024], labels[1024], name[64];
+  snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
+  data_path(dir, name, images, sizeof images);
+  snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
+  data_path(dir, name, labels, sizeof labels);
+  kiln_status s;
+  if ((s = kiln_load_idx(images, &d->x))) return fail(s, "loading %s", images);
+  if ((s = kiln_load_idx(labels, &d->y))) return fail(s, "loading %s", labels);
+  if (d->x.dtype != KILN_U8 || d->x.rank < 2 || d->y.dtype != KILN_U8 || d->y.rank != 1 ||
+      d->x.shape[0] != d->y.shape[0]) {
+    kiln_clear_error();
+    return fail(KILN_ERR_SHAPE,
+                "%s and %s: expected u8 images [n, ...] and u8 labels [n], got rank %d and %d with "
+                "%lld and %lld examples",
+                images, labels, d->x.rank, d->y.rank, (long long)d->x.shape[0],
+                (long long)d->y.shape[0]);
+  }
+  int64_t features = 1; /* images as rows of pixels */
+  for (int i = 1; i < d->x.rank; i++) features *= d->x.shape[i];
+  d->x.rank = 2;
+  d->x.shape[1] = features;
+  return KILN_OK;
+}
+
+static int max_label(const kiln_host_data *y) {
+  int m = 0;
+  for (int64_t i = 0; i < y->shape[0]; i++)
+    m = ((uint8_t *)y->data)[i] > m ? ((uint8_t *)y->data)[i] : m;
+  return m;
+}
+
+/* ---- small helpers over trees and arrays ---- */
+
+static kiln_tree *host_leaf(kiln_device *dev, const kiln_host_data *d) {
+  kiln_array *a = NULL;
+  if (kiln_host_data_to_array(d, dev, &a)) return NULL;
+  kiln_tree *t = kiln_tree_array(a);
+  kiln_array_release(a);
+  return t;
+}
+
+static kiln_tree *scalar_leaf(kiln_device *dev, kiln_dtype dtype, const void *v, size_t size) {
+  kiln_host_data d = {.dtype = dtype, .rank = 0, .data = (void *)v, .nbytes = size};
+  return host_leaf(dev, &d);
+}
+
+static kiln_tree *key_leaf(kiln_device *dev, const uint32_t key[2]) {
+  kiln_host_data d = {.dtype = KILN_U32, .rank = 1, .shape = {2}, .data = (void *)key, .nbytes = 8};
+  return host_leaf(dev, &d);
+}
+
+static kiln_status read_leaf(const kiln_tree *t, void *dst, size_t size) {
+  kiln_array *a = kiln_tree_leaf_array(t);
+  return a ? kiln_array_to_host(a, dst, size) : KILN_ERR_TREE;
+}
+
+/* jax.random.split(key): key <- row 0, sub <- row 1. */
+static kiln_status split_key(model *m, kiln_device *dev, uint32_t key[2], uint32_t sub[2]) {
+  kiln_tree *args = kiln_tree_tuple(1, (kiln_tree *[]){key_leaf(dev, key)}), *out = NULL;
+  if (!args) return fail(KILN_ERR_ARGUMENT, "key split");
+  kiln_status s = kiln_jit_call(m->split, args, &out);
+  kiln_tree_free(args);
+  uint32_t both[4];
+  if (!s) s = read_leaf(kiln_tree_child(out, 0), both, sizeof both);
+  kiln_tree_free(out);
+  if (s) return fail(s, "key split");
+  memcpy(key, both, 8);
+  memcpy(sub, both + 2, 8);
+  return KILN_OK;
+}
+
+/* The test set in batches of eval_batch, the last one partial. */
+static kiln_status evaluate(model *m, kiln_device *dev, const kiln_tree *params,
+                            const dataset *test, int64_t eval_batch, double *loss,
+                            double *accuracy) {
+  int64_t n = test->x.shape[0], batches = kiln_batch_count(n, eval_batch, 0);
+  double loss_sum = 0, correct = 0;
+  kiln_status s = KILN_OK;
+  for (int64_t b = 0; b < batches && !s; b++) {
+    kiln_host_data bx = {0}, by = {0};
+    kiln_tree *args = NULL, *out = NULL;
+    if (!(s = kiln_host_data_batch(&test->x, NULL, eval_batch, b, &bx)) &&
+        !(s = kiln_host_data_batch(&test->y, NULL, eval_batch, b, &by))) {
+      args = kiln_tree_tuple(
+          3, (kiln_tree *[]){kiln_tree_clone(params), host_leaf(dev, &bx), host_leaf(dev, &by)});
+      s = args ? kiln_jit_call(m->eval, args, &out) : KILN_ERR_ARGUMENT;
+    }
+    float v[2] = {0, 0};
+    if (!s) s = read_leaf(kiln_tree_child(out, 0), &v[0], 4);
+    if (!s) s = read_leaf(kiln_tree_child(out, 1), &v[1], 4);
+    loss_sum += v[0];
+    correct += v[1];
+    kiln_tree_free(out);
+    kiln_tree_free(args);
+    kiln_host_data_free(&bx);
+    kiln_host_data_free(&by);
+    if (s) return fail(s, "evaluating test batch %lld of %lld", (long long)b, (long long)batches);
+  }
+  *loss = loss_sum / (double)n;
+  *accuracy = correct / (double)n;
+  return KILN_OK;
+}
+
+/* ---- the training state and its checkpoint ---- */
+
+typedef struct train_state {
+  kiln_tree *params, *opt_state;
+  uint32_t key[2]; /* the key at the start of epoch step / steps_per_epoch */
+  int64_t step;
+  double time; /* seconds of training before this run */
+} train_state;
+
+/* {"key", "opt_state", "params", "step", "time"}: the checkpoint's tree. */
+static kiln_tree *state_tree(kiln_device *dev, const train_state *st) {
+  int64_t step = st->step;
+  const char *keys[5] = {"key", "opt_state", "params", "step", "time"};
+  return kiln_tree_dict(
+      5, keys,
+      (kiln_tree *[]){key_leaf(dev, st->key), kiln_tree_clone(st->opt_state),
+                      kiln_tree_clone(st->params), scalar_leaf(dev, KILN_I64, &step, 8),
+                      scalar_leaf(dev, KILN_F64, &st->time, 8)});
+}
+
+static kiln_status restore(const char *path, kiln_device *dev, train_state *st) {
+  kiln_tree *expected = state_tree(dev, st), *got = NULL;
+  kiln_status s = expected ? kiln_checkpoint_restore(path, expected, dev, &got) : KILN_ERR_ARGUMENT;
+  kiln_tree_free(expected);
+  if (s) return fail(s, "restoring %s", path);
+  kiln_tree_free(st->params);
+  kiln_tree_free(st->opt_state);
+  st->params = kiln_tree_clone(kiln_tree_get(got, "params"));
+  st->opt_state = kiln_tree_clone(kiln_tree_get(got, "opt_state"));
+  if (!(s = read_leaf(kiln_tree_get(got, "key"), st->key, 8)) &&
+      !(s = read_leaf(kiln_tree_get(got, "step"), &st->step, 8)))
+    s = read_leaf(kiln_tree_get(got, "time"), &st->time, 8);
+  kiln_tree_free(got);
+  return s || !st->params || !st->opt_state ? fail(s ? s : KILN_ERR_TREE, "restoring %s", path)
+                                            : KILN_OK;
+}
+
+static kiln_status save(const char *path, kiln_device *dev, const train_state *st) {
+  kiln_tree *t = state_tree(dev, st);
+  kiln_status s = t ? kiln_checkpoint_save(path, t) : KILN_ERR_ARGUMENT;
+  kiln_tree_free(t);
+  return s ? fail(s, "saving %s", path) : KILN_OK;
+}
+
+/* One jitted step on batch b of the permuted training set; params and
+ * opt_state are donated and replaced by the step's results. */
+static kiln_status train_step(model *m, kiln_device *dev, train_state *st, const dataset *train,
+                              const int64_t *order, int64_t batch, int64_t b, float *loss,
+                              float *accuracy) {
+  kiln_host_data bx = {0}, by = {0};
+  kiln_tree *args = NULL, *out = NULL;
+  kiln_status s;
+  if (!(s = kiln_host_data_batch(&train->x, order, batch, b, &bx)) &&
+      !(s = kiln_host_data_batch(&train->y, order, batch, b, &by))) {
+    args = kiln_tree_tuple(
+        4, (kiln_tree *[]){st->params, st->opt_state, host_leaf(dev, &bx), host_leaf(dev, &by)});
+    st->params = st->opt_state = NULL; /* the tuple owns them now */
+    s = args ? kiln_jit_call(m->step, args, &out) : KILN_ERR_ARGUMENT;
+  }
+  kiln_tree_free(args);
+  kiln_host_data_free(&bx);
+  kiln_host_data_free(&by);
+  if (!s) {
+    st->params = kiln_tree_clone(kiln_tree_child(out, 0));
+    st->opt_state = kiln_tree_clone(kiln_tree_child(out, 1));
+    if (!(s = read_leaf(kiln_tree_child(out, 2), loss, 4)))
+      s = read_leaf(kiln_tree_child(out, 3), accuracy, 4);
+  }
+  kiln_tree_free(out);
+  return s ? fail(s, "train step %lld", (long long)st->step + 1) : KILN_OK;
+}
+
+static int make_dirs(const char *path) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the run ---- */
+
+typedef struct run {
+  const train_config *cfg;
+  kiln_ctx *ctx;
+  kiln_device *dev;
+  dataset train, test;
+  model m;
+  train_state st;
+  FILE *metrics;
+  int64_t *order;
+  char ckpt[1100];
+} run;
+
+static kiln_status setup(run *r, train_summary *sum) {
+  const train_config *cfg = r->cfg;
+  kiln_status s;
+  if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
+      cfg->n_hidden >= MODEL_MAX_LAYERS || cfg->log_every < 1) {
+    kiln_clear_error();
+    return fail(
+        KILN_ERR_ARGUMENT,
+        "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every %lld)",
+        (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every);
+  }
+  if (make_dirs(cfg->out_dir)) {
+    kiln_clear_error();
+    return fail(KILN_ERR_IO, "creating %s: %s", cfg->out_dir, strerror(errno));
+  }
+  snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.safetensors", cfg->out_dir);
+  if ((s = kiln_ctx_new(NULL, &r->ctx)) || (s = kiln_device_get(r->ctx, 0, &r->dev)))
+    return fail(s, "opening a kiln context");
+  if ((s = load_split(cfg->data_dir, "train", &r->train)) ||
+      (s = load_split(cfg->data_dir, "t10k", &r->test)))
+    return s;
+  int64_t widths[MODEL_MAX_LAYERS + 1];
+  widths[0] = r->train.x.shape[1];
+  for (int i = 0; i < cfg->n_hidden; i++) widths[i + 1] = cfg->hidden[i];
+  widths[cfg->n_hidden + 1] = max_label(&r->train.y) + 1;
+  int64_t total = (int64_t)cfg->epochs * kiln_batch_count(r->train.x.shape[0], cfg->batch_size, 1);
+  kiln_schedule lr = cfg->cosine ? kiln_cosine_decay_schedule(cfg->learning_rate, total, 0.0, 1.0)
+                                 : kiln_constant_schedule(cfg->learning_rate);
+  if ((s = model_new(r->ctx, cfg->n_hidden + 1, widths, lr, &r->m)))
+    return fail(s, "building the model");
+
+  /* key, init_key = jax.random.split(jax.random.PRNGKey(seed)) */
+  uint32_t init_key[2];
+  r->st.key[0] = 0;
+  r->st.key[1] = cfg->seed;
+  if ((s = split_key(&r->m, r->dev, r->st.key, init_key))) return s;
+  kiln_tree *args = kiln_tree_tuple(1, (kiln_tree *[]){key_leaf(r->dev, init_key)}), *out = NULL;
+  s = args ? kiln_jit_call(r->m.init, args, &out) : KILN_ERR_ARGUMENT;
+  kiln_tree_free(args);
+  if (!s) {
+    r->st.params = kiln_tree_clone(kiln_tree_child(out, 0));
+    r->st.opt_state = kiln_tree_clone(kiln_tree_child(out, 1));
+  }
+  kiln_tree_free(out);
+  if (s) return fail(s, "initialising the parameters");
+
+  struct stat sb;
+  if (cfg->resume && stat(r->ckpt, &sb) == 0) {
+    if ((s = restore(r->ckpt, r->dev, &r->st))) return s;
+    sum->resumed_from = r->st.step;
+  }
+  char path[1100];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
+  if (!(r->metrics = metrics_open(path, sum->resumed_from))) {
+    kiln_clear_error();
+    return fail(KILN_ERR_IO, "opening %s: %s", path, strerror(errno));
+  }
+  r->order = malloc((size_t)r->train.x.shape[0] * sizeof *r->order);
+  if (!r->order) return fail(KILN_ERR_OUT_OF_MEMORY, "allocating the permutation");
+  return KILN_OK;
+}
+
+static kiln_status train_loop(run *r, train_summary *sum) {
+  const train_config *cfg = r->cfg;
+  train_state *st = &r->st;
+  int64_t n = r->train.x.shape[0], bs = cfg->batch_size;
+  int64_t spe = kiln_batch_count(n, bs, 1); /* steps per epoch: full batches */
+  if (spe < 1) {
+    kiln_clear_error();
+    return fail(KILN_ERR_SHAPE, "train: %lld examples make no batch of %lld", (long long)n,
+                (long long)bs);
+  }
+  int64_t last = (int64_t)cfg->epochs * spe;
+  if (cfg->max_steps > 0 && cfg->max_steps < last) last = cfg->max_steps;
+  progress p;
+  progress_init(&p, cfg->quiet ? NULL : stdout, cfg->epochs, spe, last, bs);
+  double start = progress_now(), win_loss = 0, win_acc = 0;
+  int64_t win = 0;
+  kiln_status s = KILN_OK;
+  int evaluated = 0;
+  while (st->step < last) {
+    uint32_t next_key[2] = {st->key[0], st->key[1]}, perm_key[2];
+    if ((s = split_key(&r->m, r->dev, next_key, perm_key))) return s;
+    if ((s = kiln_permutation(perm_key, n, r->order))) return fail(s, "shuffling");
+    for (int64_t b = st->step % spe; b < spe && st->step < last; b++) {
+      double t0 = progress_now();
+      float loss, acc;
+      if ((s = train_step(&r->m, r->dev, st, &r->train, r->order, bs, b, &loss, &acc))) return s;
+      st->step++;
+      p.run_steps++;
+      p.run_seconds += progress_now() - t0;
+      progress_step(&p, st->step, loss, acc);
+      win_loss += loss;
+      win_acc += acc;
+      if (++win, st->step % cfg->log_every == 0) {
+        fprintf(r->metrics,
+                "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": "
+                "%.3f}\n",
+                (long long)st->step, (double)st->step / (double)spe, win_loss / (double)win,
+                win_acc / (double)win, st->time + progress_now() - start);
+        win_loss = win_acc = 0;
+        win = 0;
+      }
+    }
+    if (st->step % spe == 0) memcpy(st->key, next_key, sizeof next_key); /* epoch done */
+    if ((s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
+                      &sum->test_accuracy)))
+      return s;
+    evaluated = 1;
+    double now = progress_now();
+    fprintf(r->metrics,
+            "{\"step\": %lld, \"epoch\": %.4f, \"test_loss\": %.9g, \"test_accuracy\": %.6g, "
+            "\"time\": %.3f}\n",
+            (long long)st->step, (double)st->step / (double)spe, sum->test_loss, sum->test_accuracy,
+            st->time + now - start);
+    fflush(r->metrics);
+    progress_eval(&p, st->step, sum->test_loss, sum->test_accuracy);
+    double time_before = st->time;
+    st->time += now - start;
+    s = save(r->ckpt, r->dev, st);
+    st->time = time_before;
+    if (s) return s;
+  }
+  if (!evaluated && (s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
+                                  &sum->test_accuracy)))
+    return s;
+  sum->steps = st->step;
+  sum->seconds = p.run_seconds;
+  sum->examples_per_s = progress_examples_per_s(&p);
+  return KILN_OK;
+}
+
+kiln_status train_run(const train_config *cfg, train_summary *summary) {
+  last_error[0] = 0;
+  train_summary sum = {.resumed_from = -1};
+  run r = {.cfg = cfg};
+  kiln_status s = setup(&r, &sum);
+  if (!s) s = train_loop(&r, &sum);
+  if (r.metrics && fclose(r.metrics) && !s) {
+    kiln_clear_error();
+    s = fail(KILN_ERR_IO, "writing the metrics in %s: %s", cfg->out_dir, strerror(errno));
+  }
+  free(r.order);
+  kiln_tree_free(r.st.params);
+  kiln_tree_free(r.st.opt_state);
+  if (r.m.init_f) model_free(&r.m);
+  dataset_free(&r.train);
+  dataset_free(&r.test);
+  kiln_ctx_free(r.ctx);
+  if (summary) *summary = sum;
+  return s;
+}

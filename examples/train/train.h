@@ -1,0 +1,56 @@
+/* The main job, on one device: an MLP trained on an MNIST-format data set
+ * (Fashion-MNIST by default) with adam, checkpoints each epoch, metrics as
+ * JSON lines. main.c parses the flags; the test drives train_run directly.
+ * Public kiln headers only. */
+#ifndef KILN_EXAMPLE_TRAIN_H
+#define KILN_EXAMPLE_TRAIN_H
+
+#include <kiln/kiln.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRAIN_MAX_LAYERS 8
+
+typedef struct train_config {
+  const char *data_dir; /* train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz] */
+  const char *out_dir;  /* metrics.jsonl, checkpoint.safetensors (created) */
+  int epochs;
+  int64_t batch_size;
+  double learning_rate;
+  int cosine; /* decay it to 0 over `epochs` with a cosine (optax.cosine_decay_schedule) */
+  uint32_t seed;
+  int64_t max_steps; /* stop at this global step (<= 0: no limit) */
+  int resume;        /* continue from out_dir's checkpoint when there is one */
+  int64_t log_every; /* a metrics line every this many steps */
+  int n_hidden;      /* hidden layer widths */
+  int64_t hidden[TRAIN_MAX_LAYERS];
+  int quiet; /* no progress output */
+} train_config;
+
+/* 784-512-256-10, batch 128, adam 1e-3, 10 epochs, seed 0, data in
+ * /usr/share/datasets/fashion-mnist, out dir "train-out". */
+train_config train_default_config(void);
+
+typedef struct train_summary {
+  int64_t steps;        /* global step reached */
+  int64_t resumed_from; /* the checkpoint's step, or -1 */
+  double test_accuracy; /* of the last evaluation */
+  double test_loss;
+  double seconds;        /* training (steps only) in this run */
+  double examples_per_s; /* over this run's steps */
+} train_summary;
+
+/* Trains as configured; a failure returns its status with kiln_last_error()
+ * describing it (the file, the op, the shapes) in train_last_error().
+ * summary may be NULL. Not thread safe (one run at a time). */
+kiln_status train_run(const train_config *cfg, train_summary *summary);
+/* What the last failing train_run said went wrong ("" if nothing). */
+const char *train_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
