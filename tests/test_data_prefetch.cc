@@ -255,28 +255,22 @@ TEST_F(KCT_SUITE, AnIteratorErrorSurfacesWithTheBatchNumber) {
 
 TEST_F(KCT_SUITE, ABatchUnlikeTheFirstSurfacesWithItsNumberAndKeyPath) {
   open(2);
-  {
+  struct Case {
+    int64_t Source::*field;  // which batch goes wrong, and how
+    int64_t at;
+    kiln_status want;
+    std::vector<std::string> parts;  // what the message must say
+  } cases[] = {
+      {&Source::wide_at, 2, KILN_ERR_SHAPE, {"batch 2", "['image']", "f32[4,4]", "f32[4,3]"}},
+      {&Source::label_at, 4, KILN_ERR_SHAPE, {"batch 4", "['label']", "i64[4]", "i32[4]"}},
+      {&Source::drop_at, 1, KILN_ERR_TREE, {"batch 1", "structure"}},
+  };
+  for (const Case &c : cases) {
     Source src;
     src.batches = 10;
-    src.wide_at = 2;
-    std::string msg = fail_at(&src, 2, KILN_ERR_SHAPE);
-    EXPECT_TRUE(contains(msg, "batch 2")) << msg;
-    EXPECT_TRUE(contains(msg, "['image']")) << msg;
-    EXPECT_TRUE(contains(msg, "f32[4,4]") && contains(msg, "f32[4,3]")) << msg;
-  }
-  {
-    Source src;
-    src.batches = 10;
-    src.label_at = 4;
-    std::string msg = fail_at(&src, 4, KILN_ERR_SHAPE);
-    EXPECT_TRUE(contains(msg, "batch 4") && contains(msg, "['label']")) << msg;
-  }
-  {
-    Source src;
-    src.batches = 10;
-    src.drop_at = 1;
-    std::string msg = fail_at(&src, 1, KILN_ERR_TREE);
-    EXPECT_TRUE(contains(msg, "batch 1") && contains(msg, "structure")) << msg;
+    src.*c.field = c.at;
+    std::string msg = fail_at(&src, c.at, c.want);
+    for (const std::string &part : c.parts) EXPECT_TRUE(contains(msg, part)) << msg;
   }
 }
 
