@@ -19,6 +19,7 @@
 
 #include "kiln/data.h"
 #include "kiln/kiln.h"
+#include "scoped_env.h"
 
 #ifdef KILN_FAKE_CUDA_LIBRARY
 #include "fake_cuda/fake_cuda.h"
@@ -146,11 +147,15 @@ class KCT_SUITE : public ::testing::Test {
       std::vector<int32_t> lb(static_cast<size_t>(rows));
       ASSERT_EQ(kiln_array_to_host(image, im.data(), im.size() * 4), KILN_OK) << last_error();
       ASSERT_EQ(kiln_array_to_host(label, lb.data(), lb.size() * 4), KILN_OK) << last_error();
+      std::vector<float> want_im(im.size());
+      std::vector<int32_t> want_lb(lb.size());
       for (int64_t r = 0; r < rows; r++) {
         int64_t row = int64_t(d) * rows + r;
-        EXPECT_EQ(lb[size_t(r)], Source::label_value(b, row));
-        for (int64_t c = 0; c < 3; c++) EXPECT_EQ(im[size_t(r * 3 + c)], Source::image_value(b, row, c));
+        want_lb[size_t(r)] = Source::label_value(b, row);
+        for (int64_t c = 0; c < 3; c++) want_im[size_t(r * 3 + c)] = Source::image_value(b, row, c);
       }
+      EXPECT_TRUE(im == want_im) << "device " << d << "'s 'image' differs";
+      EXPECT_TRUE(lb == want_lb) << "device " << d << "'s 'label' differs";
     }
   }
 
@@ -205,6 +210,23 @@ TEST_F(KCT_SUITE, EveryBatchInOrderForEverySizeOnOneAndTwoDevices) {
     ctx_ = nullptr;
     devices_.clear();
   }
+}
+
+// On CUDA each shard crosses several chunks of the pinned staging buffers.
+TEST_F(KCT_SUITE, LeavesLargerThanTheStagingBuffersArriveWhole) {
+  open(2);
+  Source src;
+  src.batches = 3;
+  src.rows = int64_t(1) << 21;  // 'image' is 12 MiB per device
+  kiln_prefetch *pf = start(&src, 2);
+  ASSERT_NE(pf, nullptr);
+  for (int64_t b = 0; b < src.batches; b++) {
+    kiln_tree *t = nullptr;
+    ASSERT_EQ(kiln_prefetch_next(pf, &t), KILN_OK) << last_error();
+    expect_batch(t, src, b);
+    kiln_tree_free(t);
+  }
+  kiln_prefetch_free(pf);
 }
 
 TEST_F(KCT_SUITE, TheProducerStaysAtMostSizeBatchesAhead) {
@@ -283,6 +305,29 @@ TEST_F(KCT_SUITE, ALeadingDimensionThatDoesNotSplitIsRefused) {
   EXPECT_TRUE(contains(msg, "batch 0") && contains(msg, "['image']") && contains(msg, "2 devices"))
       << msg;
 }
+
+#ifdef KILN_FAKE_CUDA_LIBRARY
+// A failed host-to-device copy is the batch's error: batches 0 and 1 make 8
+// copies (2 leaves on 2 devices each); the 10th, batch 2's 'label' on
+// device 0, fails.
+TEST_F(KCT_SUITE, AFailedCopySurfacesWithTheBatchNumberAndKeyPath) {
+  open(2);
+  auto reset = KctFakeSymbol<void (*)(void)>("libcuda.so.1", "kiln_fake_cuda_reset_faults");
+  ASSERT_NE(reset, nullptr);
+  std::string msg;
+  {
+    ScopedEnv fail("KILN_FAKE_CUDA_FAIL", "cuMemcpyHtoDAsync");
+    ScopedEnv after("KILN_FAKE_CUDA_FAIL_AFTER", "9");
+    reset();
+    Source src;
+    src.batches = 10;
+    msg = fail_at(&src, 2, KILN_ERR_OUT_OF_MEMORY);
+  }
+  EXPECT_TRUE(contains(msg, "batch 2") && contains(msg, "['label']") && contains(msg, "device 0") &&
+              contains(msg, "cuMemcpyHtoDAsync"))
+      << msg;
+}
+#endif
 
 TEST_F(KCT_SUITE, FreeingMidStreamStopsTheProducerAndFreesEverything) {
   open(2);
