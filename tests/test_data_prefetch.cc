@@ -296,6 +296,26 @@ TEST_F(KCT_SUITE, ABatchUnlikeTheFirstSurfacesWithItsNumberAndKeyPath) {
   }
 }
 
+TEST_F(KCT_SUITE, HostDataWhoseSizeIsNotItsShapesIsRefused) {
+  open(1);
+  struct Short : Source {
+    static kiln_status next(void *user, kiln_tree **batch) {
+      kiln_status st = Source::next(user, batch);
+      static_cast<Source *>(user)->label.nbytes -= 4;
+      return st;
+    }
+  } src;
+  src.batches = 3;
+  kiln_prefetch *pf = nullptr;
+  ASSERT_EQ(kiln_prefetch_new(ctx_, Short::next, &src, 2, nullptr, 0, &pf), KILN_OK) << last_error();
+  kiln_tree *t = nullptr;
+  EXPECT_EQ(kiln_prefetch_next(pf, &t), KILN_ERR_SHAPE);
+  std::string msg = last_error();
+  EXPECT_TRUE(contains(msg, "batch 0") && contains(msg, "['label']") && contains(msg, "12 bytes"))
+      << msg;
+  kiln_prefetch_free(pf);
+}
+
 TEST_F(KCT_SUITE, ALeadingDimensionThatDoesNotSplitIsRefused) {
   open(2);
   Source src;

@@ -96,9 +96,22 @@ static kiln_status kdata_flatten_batch(const kiln_tree *t, int64_t index, int n_
                       "with data", op, (long long)index, kdata_path(out, i, path, sizeof path));
       goto fail;
     }
+    char ty[160];
+    int64_t elements;
+    size_t bytes;
+    if ((st = kcore_shape_bytes(op, d->dtype, d->rank, d->shape, &elements, &bytes))) {
+      st = kcore_fail_wrap(st, "%s: batch %lld: leaf %s", op, (long long)index,
+                           kdata_path(out, i, path, sizeof path));
+      goto fail;
+    }
+    kcore_format_type(d->dtype, d->rank, d->shape, ty, sizeof ty);
+    if (bytes != d->nbytes) {
+      st = kcore_fail(KILN_ERR_SHAPE, "%s: batch %lld: leaf %s is %s (%zu bytes) but holds %zu "
+                      "bytes", op, (long long)index, kdata_path(out, i, path, sizeof path), ty,
+                      bytes, d->nbytes);
+      goto fail;
+    }
     if (d->rank < 1 || d->shape[0] % n_devices != 0) {
-      char ty[160];
-      kcore_format_type(d->dtype, d->rank, d->shape, ty, sizeof ty);
       st = kcore_fail(KILN_ERR_SHAPE, "%s: batch %lld: leaf %s is %s, whose leading dimension "
                       "does not split over %d devices", op, (long long)index,
                       kdata_path(out, i, path, sizeof path), ty, n_devices);
