@@ -83,6 +83,41 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_tree *tree);
 kiln_status kiln_checkpoint_restore(const char *path, const kiln_tree *expected, kiln_device *dev,
                                     kiln_tree **out);
 
+/* ---- prefetch_to_device: batches uploaded ahead of the consumer ---- */
+
+/* The user's iterator. Sets *batch to the next batch, a pytree whose leaves
+ * are pointer leaves (kiln_tree_ptr) to kiln_host_data that the iterator
+ * owns and keeps valid until its next call; the tree itself passes to the
+ * prefetcher. *batch NULL with KILN_OK ends the stream; any other status is
+ * an error (its message is kept). Called from the producer thread only. */
+typedef kiln_status (*kiln_batch_fn)(void *user, kiln_tree **batch);
+
+typedef struct kiln_prefetch kiln_prefetch;
+
+/* flax.jax_utils.prefetch_to_device(iterator, size, devices): a producer
+ * thread calls next(user, ...), splits each leaf's leading dimension evenly
+ * across the n_devices devices (NULL: all of ctx's, in order) and uploads the
+ * shards through each device's staged copy path (pinned staging and copy
+ * stream on CUDA), keeping up to `size` batches (0: 2, as flax recommends)
+ * ahead of the consumer. A batch is handed over once its copies are done, so
+ * using it never waits on the host. Every batch must have the first one's
+ * structure, dtypes and shapes. */
+kiln_status kiln_prefetch_new(kiln_ctx *ctx, kiln_batch_fn next, void *user, int size,
+                              kiln_device *const *devices, int n_devices, kiln_prefetch **out);
+
+/* The next batch, in the iterator's order, as pmap sees it: a list of
+ * n_devices trees (flax's leading device axis), tree d holding device d's
+ * shard (leading dimension / n_devices rows) of every leaf as kiln_arrays
+ * with the batch's structure. The caller owns *out (kiln_tree_free). At the
+ * end of the stream *out is NULL with KILN_OK (and stays so). An iterator
+ * error or a batch unlike the first fails here, naming the batch number and
+ * the key path; the stream ends with it. */
+kiln_status kiln_prefetch_next(kiln_prefetch *pf, kiln_tree **out);
+
+/* Stops the producer (after the iterator call in progress returns) and frees
+ * every batch not handed out. NULL is allowed. */
+void kiln_prefetch_free(kiln_prefetch *pf);
+
 #ifdef __cplusplus
 }
 #endif
