@@ -67,8 +67,7 @@ static kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f,
   return st;
 }
 
-/* A tree of def's shape over vars of t. */
-static kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v) {
+kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v) {
   kiln_leaf *leaves = calloc((size_t)(n ? n : 1), sizeof *leaves);
   if (!leaves) {
     ktr_failf(t, KILN_ERR_OUT_OF_MEMORY, "autodiff: out of host memory");
