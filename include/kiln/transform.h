@@ -49,6 +49,15 @@ kiln_status kiln_vjp(const kiln_func *f, kiln_func **out);
  * collectives. in_axes and out_axes are copied. */
 kiln_status kiln_vmap(const kiln_func *f, const kiln_tree *in_axes, const kiln_tree *out_axes,
                       int64_t axis_size, const char *axis_name, kiln_func **out);
+/* jax.jacfwd / jax.jacrev (argnums a single int): the Jacobian of f with
+ * respect to argument argnum, by vmap of the jvp over the inputs' standard
+ * basis (jacfwd) or of the vjp over the outputs' (jacrev). Each output leaf
+ * of shape S becomes the argument's tree with leaves of shape S + the input
+ * leaf's shape. Inputs (and, for jacrev, outputs) must be floating. */
+kiln_status kiln_jacfwd(const kiln_func *f, int argnum, kiln_func **out);
+kiln_status kiln_jacrev(const kiln_func *f, int argnum, kiln_func **out);
+/* jax.hessian: jacfwd(jacrev(f, argnum), argnum). */
+kiln_status kiln_hessian(const kiln_func *f, int argnum, kiln_func **out);
 /* An in_axes/out_axes leaf for axis a (-KILN_MAX_RANK-1 <= a <= KILN_MAX_RANK);
  * NULL when out of range. Free it with kiln_tree_free or hand it to a
  * tree. */

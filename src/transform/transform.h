@@ -59,6 +59,18 @@ kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *sr
 kiln_status ktf_vmap(const char *op, kir_program *dst, const kir_program *src, int64_t size,
                      const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
 
+/* f traced over the flattened args of t, with its captures first. */
+typedef struct ktf_traced {
+  kiln_val **vals; /* args' leaves */
+  int n;
+  kiln_treedef *def;
+  ktr_closed cl;
+  kir_vid *x; /* captures then leaves, as vars of t */
+} ktf_traced;
+kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f, const kiln_tree *args,
+                      ktf_traced *tr);
+void ktf_traced_free(ktf_traced *tr);
+
 /* A tree of def's shape over the n vars v of t (NULL with t failed). */
 kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v);
 

@@ -105,6 +105,7 @@ static void leaf_path(const kiln_treedef *def, int i, char *buf, size_t cap) {
   buf[0] = 0;
   if (!kiln_treedef_leaf_paths(def, &paths, &n) && (size_t)i < n) kiln_path_str(&paths[i], buf, cap);
   kiln_paths_free(paths, n);
+  if (!buf[0]) snprintf(buf, cap, "(root)");
 }
 
 /* The mapped size and the per-example types of the n argument leaves;
@@ -131,10 +132,10 @@ static kiln_status mapped_types(const ktf_vm *g, const kiln_treedef *def, kiln_v
       leaf_path(def, i, p1, sizeof p1);
       if (first >= 0) leaf_path(def, first, p2, sizeof p2);
       return kcore_fail(KILN_ERR_SHAPE, "kiln_vmap(%s): mapped axis sizes disagree: the argument "
-                        "at %s (type %s, axis %d) has size %lld but %s%s%s has %lld",
+                        "at %s (type %s, axis %d) has size %lld but %s%s%s%s has %lld",
                         kiln_func_name(g->f), p1, kir_aval_str(a, ty, sizeof ty), ax,
                         (long long)a->shape[ax], first >= 0 ? "the argument at " : "axis_size",
-                        first >= 0 ? p2 : "",
+                        first >= 0 ? p2 : "", first >= 0 ? " of type " : "",
                         first >= 0 ? kir_aval_str(ktr_aval(vals[first]), t2, sizeof t2) : "",
                         (long long)*size);
     }
