@@ -108,6 +108,14 @@ const std::map<std::string, PerExample> &Ops() {
       kiln_val *s[2] = {I32(t, 1), I32(t, 2)};
       return kiln_dynamic_update_slice(t, a[0], a[1], s);
     };
+    auto idx = [](kiln_trace *t, kiln_val *i) { return kiln_convert(t, i, KILN_I32); };
+    o["take"] = [=](kiln_trace *t, const Args &a) { return kiln_take(t, a[0], idx(t, a[1]), 0); };
+    o["take_along_axis"] = [=](kiln_trace *t, const Args &a) {
+      return kiln_take_along_axis(t, a[0], idx(t, a[1]), 1);
+    };
+    o["scatter_add"] = [=](kiln_trace *t, const Args &a) {
+      return kiln_scatter_add(t, a[0], idx(t, a[1]), a[2], 0);
+    };
     return o;
   }();
   return m;

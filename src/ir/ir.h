@@ -808,6 +808,7 @@ void kir_elementwise_batch(kir_ad_rules *r);
 void kir_reduce_batch(kir_ad_rules *r);
 void kir_shape_batch(kir_ad_rules *r);
 void kir_dot_batch(kir_ad_rules *r);
+void kir_gather_batch(kir_ad_rules *r);
 /* x with its mapped axis (at bd, of `size`; bd -1: not mapped, then
  * broadcast) moved to the front, as [size, *elem's shape] where elem is the
  * per-example type: a mapped operand with size-1 or missing (rank 0) dims

@@ -36,13 +36,17 @@ def uniform(lo, hi, shape):
   return rng.uniform(lo, hi, size=shape).astype(np.float32)
 
 
-def case(name, f, shapes, in_axes, out_axes=0, lo=-2, hi=2):
+def case(name, f, shapes, in_axes, out_axes=0, lo=-2, hi=2, ints=None):
+  """ints: {argument: n} for integer arguments drawn from [0, n) (stored as floats)."""
   args = []
-  for s, a in zip(shapes, in_axes):
+  for i, (s, a) in enumerate(zip(shapes, in_axes)):
     if a is not None:
       ax = a if a >= 0 else len(s) + 1 + a
       s = s[:ax] + (B,) + s[ax:]
-    args.append(uniform(lo, hi, s))
+    if ints and i in ints:
+      args.append(rng.integers(0, ints[i], size=s).astype(np.float32))
+    else:
+      args.append(uniform(lo, hi, s))
   y = jax.vmap(f, in_axes=tuple(in_axes), out_axes=out_axes)(*args)
   for i, x in enumerate(args):
     put(name, f"a{i}", x)
@@ -134,6 +138,18 @@ case("concatenate@11", cat, [X, (2, 4)], [1, 1])
 dus = lambda x, u: lax.dynamic_update_slice(x, u, (1, 2))
 case("dynamic_update_slice@0n", dus, [X, (2, 2)], [0, None])
 case("dynamic_update_slice@n1", dus, [X, (2, 2)], [None, 1])
+
+# gather and scatter-add (indices passed as floats, converted inside f)
+take = lambda x, i: jnp.take(x, i.astype(jnp.int32), axis=0)
+for tag, axes in (("0n", (0, None)), ("n0", (None, 0)), ("1-1", (1, -1))):
+  case(f"take@{tag}", take, [(5, 4), (3,)], list(axes), ints={1: 5})
+tal = lambda x, i: jnp.take_along_axis(x, i.astype(jnp.int32), axis=1)
+for tag, axes in (("0n", (0, None)), ("n1", (None, 1)), ("00", (0, 0))):
+  case(f"take_along_axis@{tag}", tal, [X, (3, 2)], list(axes), ints={1: 4})
+sca = lambda x, i, u: jnp.asarray(x).at[i.astype(jnp.int32)].add(u)
+for tag, axes in (("0nn", (0, None, None)), ("n00", (None, 0, 0)), ("000", (0, 0, 0)),
+                  ("nn1", (None, None, 1)), ("1n-1", (1, None, -1))):
+  case(f"scatter_add@{tag}", sca, [(5, 4), (3,), (3, 4)], list(axes), ints={1: 5})
 
 # out_axes other than 0, and an unmapped output broadcast
 case("exp@out1", lax.exp, [X], [0], out_axes=1)
