@@ -116,6 +116,11 @@ const std::map<std::string, PerExample> &Ops() {
     o["scatter_add"] = [=](kiln_trace *t, const Args &a) {
       return kiln_scatter_add(t, a[0], idx(t, a[1]), a[2], 0);
     };
+    o["dynamic_slice_idx"] = [=](kiln_trace *t, const Args &a) {
+      kiln_val *s[2] = {idx(t, a[1]), idx(t, a[2])};
+      int64_t sz[2] = {2, 2};
+      return kiln_dynamic_slice(t, a[0], s, sz);
+    };
     return o;
   }();
   return m;

@@ -29,19 +29,19 @@ static kiln_status front0(kir_dims *d) {
   return KILN_OK;
 }
 
-static kiln_status batch_gather(kir_program *p, const kir_program *src, const kir_eqn *e,
-                                int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
-                                int *ybd) {
-  kir_params pr = e->params;
+kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir_aval *op_elem,
+                             const kir_aval *idx_elem, int64_t size, const kir_vid *x,
+                             const int *bd, kir_vid *y) {
+  kir_params pr = *params;
   kir_gather_dims *d = &pr.gather.dimension_numbers;
   kir_sizes *ss = &pr.gather.slice_sizes;
   if (ss->n + 1 > KIR_MAX_RANK)
     return kcore_fail(KILN_ERR_SHAPE, "vmap: gather of a rank-%d operand exceeds the rank limit", ss->n);
   kir_vid in[2];
   bool idx_mapped = bd[1] >= 0;
-  TRY(kir_batch_front(p, x[0], bd[0], size, kir_var_aval(src, e->in[0]), &in[0]));
+  TRY(kir_batch_front(p, x[0], bd[0], size, op_elem, &in[0]));
   if (idx_mapped)
-    TRY(kir_batch_front(p, x[1], bd[1], size, kir_var_aval(src, e->in[1]), &in[1]));
+    TRY(kir_batch_front(p, x[1], bd[1], size, idx_elem, &in[1]));
   else
     in[1] = x[1];
   shift(&d->collapsed_slice_dims);
@@ -58,8 +58,15 @@ static kiln_status batch_gather(kir_program *p, const kir_program *src, const ki
     shift(&d->operand_batching_dims);
     TRY(front0(&d->offset_dims));
   }
+  return kir_emit(p, KIR_PRIM_GATHER, &pr, 2, in, y);
+}
+
+static kiln_status batch_gather(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                int *ybd) {
   ybd[0] = 0;
-  return kir_emit(p, KIR_PRIM_GATHER, &pr, 2, in, &y[0]);
+  return kir_batch_gather(p, &e->params, kir_var_aval(src, e->in[0]), kir_var_aval(src, e->in[1]),
+                          size, x, bd, &y[0]);
 }
 
 static kiln_status batch_scatter_add(kir_program *p, const kir_program *src, const kir_eqn *e,

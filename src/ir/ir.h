@@ -809,6 +809,12 @@ void kir_reduce_batch(kir_ad_rules *r);
 void kir_shape_batch(kir_ad_rules *r);
 void kir_dot_batch(kir_ad_rules *r);
 void kir_gather_batch(kir_ad_rules *r);
+/* The batched gather of params over operand x[0] and indices x[1] (mapped
+ * at bd, -1 for neither; op_elem/idx_elem their per-example types); the
+ * result is mapped at 0. */
+kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir_aval *op_elem,
+                             const kir_aval *idx_elem, int64_t size, const kir_vid *x,
+                             const int *bd, kir_vid *y);
 /* x with its mapped axis (at bd, of `size`; bd -1: not mapped, then
  * broadcast) moved to the front, as [size, *elem's shape] where elem is the
  * per-example type: a mapped operand with size-1 or missing (rank 0) dims

@@ -2,8 +2,10 @@
  * front and the parameters gain a leading entry for it (a new dim 0 in
  * shapes, permutations, slices and padding; axes shift by one). Operands
  * that must agree in shape (concatenate, dynamic_update_slice) are
- * broadcast to the batched shape. Mapped pad values and mapped start
- * indices of dynamic_slice/dynamic_update_slice are refused clearly. */
+ * broadcast to the batched shape. dynamic_slice with mapped start indices
+ * becomes a gather (clamping starts as dynamic_slice does); mapped pad
+ * values and mapped start indices of dynamic_update_slice are refused
+ * clearly. */
 #include <string.h>
 #include "core/core.h"
 #include "ir/ir.h"
@@ -82,6 +84,43 @@ static kiln_status batch_unary(kir_program *p, const kir_program *src, const kir
   return kir_emit(p, e->prim, &pr, e->n_in, in, &y[0]);
 }
 
+/* dynamic_slice with mapped starts, as JAX: the starts stacked into an
+ * index vector [size, rank] (converted to i32) drive one gather that takes
+ * the whole slice (offset dims = every operand dim, clamped starts). */
+static kiln_status dynamic_slice_gather(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                        int64_t size, const kir_vid *x, const int *bd,
+                                        kir_vid *y) {
+  int r = e->n_in - 1;
+  kir_vid cols[KIR_MAX_RANK], idx;
+  kir_aval one = kir_aval_make(KILN_I32, 0, NULL, false);
+  for (int k = 0; k < r; k++) {
+    kir_vid v;
+    TRY(kir_emit_convert(p, x[k + 1], KILN_I32, &v));
+    TRY(kir_batch_front(p, v, bd[k + 1], size, &one, &v));
+    kir_params rs;
+    memset(&rs, 0, sizeof rs);
+    rs.reshape.new_sizes.n = 2;
+    rs.reshape.new_sizes.v[0] = size;
+    rs.reshape.new_sizes.v[1] = 1;
+    TRY(kir_emit(p, KIR_PRIM_RESHAPE, &rs, 1, &v, &cols[k]));
+  }
+  kir_params cat;
+  memset(&cat, 0, sizeof cat);
+  cat.concatenate.dimension = 1;
+  TRY(kir_emit(p, KIR_PRIM_CONCATENATE, &cat, r, cols, &idx));
+  kir_params g;
+  memset(&g, 0, sizeof g);
+  g.gather.mode = KIR_GATHER_CLIP;
+  g.gather.slice_sizes = e->params.dynamic_slice.slice_sizes;
+  g.gather.dimension_numbers.offset_dims.n = g.gather.dimension_numbers.start_index_map.n = r;
+  for (int k = 0; k < r; k++)
+    g.gather.dimension_numbers.offset_dims.v[k] = g.gather.dimension_numbers.start_index_map.v[k] = (int8_t)k;
+  kir_aval idx_elem = kir_aval_make(KILN_I32, 1, (int64_t[]){r}, false);
+  kir_vid in[2] = {x[0], idx};
+  int ibd[2] = {bd[0], 0};
+  return kir_batch_gather(p, &g, kir_var_aval(src, e->in[0]), &idx_elem, size, in, ibd, y);
+}
+
 /* concatenate, dynamic_slice, dynamic_update_slice: the first n_arrays
  * operands are arrays brought to the batched shape; the rest (start
  * indices) must be unmapped and gain a leading zero index. */
@@ -90,6 +129,10 @@ static kiln_status batch_arrays(kir_program *p, const kir_program *src, const ki
                                 int *ybd) {
   int n_arrays = e->prim == KIR_PRIM_CONCATENATE ? e->n_in
                  : e->prim == KIR_PRIM_DYNAMIC_SLICE ? 1 : 2;
+  ybd[0] = 0;
+  if (e->prim == KIR_PRIM_DYNAMIC_SLICE)
+    for (int k = 1; k < e->n_in; k++)
+      if (bd[k] >= 0) return dynamic_slice_gather(p, src, e, size, x, bd, &y[0]);
   TRY(refuse_mapped(e, bd, n_arrays, "start index"));
   if (e->n_in + 1 > KIR_MAX_RANK * 4)
     return kcore_fail(KILN_ERR_UNIMPLEMENTED, "vmap: %s with %d operands", kir_prim_name(e->prim),

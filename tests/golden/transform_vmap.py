@@ -151,6 +151,11 @@ for tag, axes in (("0nn", (0, None, None)), ("n00", (None, 0, 0)), ("000", (0, 0
                   ("nn1", (None, None, 1)), ("1n-1", (1, None, -1))):
   case(f"scatter_add@{tag}", sca, [(5, 4), (3,), (3, 4)], list(axes), ints={1: 5})
 
+# dynamic_slice with mapped start indices (a gather; starts clamped)
+dsl = lambda x, i, j: lax.dynamic_slice(x, (i.astype(jnp.int32), j.astype(jnp.int32)), (2, 2))
+for tag, axes in (("n0n", (None, 0, None)), ("100", (1, 0, 0)), ("0n0", (0, None, 0))):
+  case(f"dynamic_slice_idx@{tag}", dsl, [X, (), ()], list(axes), ints={1: 4, 2: 5})
+
 # out_axes other than 0, and an unmapped output broadcast
 case("exp@out1", lax.exp, [X], [0], out_axes=1)
 case("exp@out-1", lax.exp, [X], [1], out_axes=-1)
