@@ -60,3 +60,17 @@ kiln_status kir_batch_front(kir_program *p, kir_vid x, int bd, int64_t size, con
   }
   return kir_emit(p, KIR_PRIM_BROADCAST_IN_DIM, &pr, 1, &v, out);
 }
+
+void kir_batch_shift(kir_dims *d) {
+  for (int i = 0; i < d->n; i++) d->v[i]++;
+}
+
+kiln_status kir_batch_dims_front(kir_dims *d) {
+  if (d->n + 1 > KIR_MAX_RANK)
+    return kcore_fail(KILN_ERR_SHAPE, "vmap: too many dimensions after batching");
+  kir_batch_shift(d);
+  memmove(d->v + 1, d->v, (size_t)d->n);
+  d->v[0] = 0;
+  d->n++;
+  return KILN_OK;
+}

@@ -14,21 +14,6 @@
     if (st_) return st_;   \
   } while (0)
 
-static void shift(kir_dims *d) {
-  for (int i = 0; i < d->n; i++) d->v[i]++;
-}
-
-/* d shifted by one with 0 put in front. */
-static kiln_status front0(kir_dims *d) {
-  if (d->n + 1 > KIR_MAX_RANK)
-    return kcore_fail(KILN_ERR_SHAPE, "vmap: too many dimensions after batching");
-  shift(d);
-  memmove(d->v + 1, d->v, (size_t)d->n);
-  d->v[0] = 0;
-  d->n++;
-  return KILN_OK;
-}
-
 kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir_aval *op_elem,
                              const kir_aval *idx_elem, int64_t size, const kir_vid *x,
                              const int *bd, kir_vid *y) {
@@ -44,19 +29,19 @@ kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir
     TRY(kir_batch_front(p, x[1], bd[1], size, idx_elem, &in[1]));
   else
     in[1] = x[1];
-  shift(&d->collapsed_slice_dims);
-  shift(&d->start_index_map);
+  kir_batch_shift(&d->collapsed_slice_dims);
+  kir_batch_shift(&d->start_index_map);
   memmove(ss->v + 1, ss->v, (size_t)ss->n * sizeof ss->v[0]);
   ss->n++;
   if (idx_mapped) {
     ss->v[0] = 1;
-    shift(&d->offset_dims);
-    TRY(front0(&d->operand_batching_dims));
-    TRY(front0(&d->start_indices_batching_dims));
+    kir_batch_shift(&d->offset_dims);
+    TRY(kir_batch_dims_front(&d->operand_batching_dims));
+    TRY(kir_batch_dims_front(&d->start_indices_batching_dims));
   } else {
     ss->v[0] = size;
-    shift(&d->operand_batching_dims);
-    TRY(front0(&d->offset_dims));
+    kir_batch_shift(&d->operand_batching_dims);
+    TRY(kir_batch_dims_front(&d->offset_dims));
   }
   return kir_emit(p, KIR_PRIM_GATHER, &pr, 2, in, y);
 }
@@ -82,15 +67,15 @@ static kiln_status batch_scatter_add(kir_program *p, const kir_program *src, con
     TRY(kir_batch_front(p, x[1], bd[1], size, kir_var_aval(src, e->in[1]), &in[1]));
   else
     in[1] = x[1];
-  shift(&d->inserted_window_dims);
-  shift(&d->scatter_dims_to_operand_dims);
+  kir_batch_shift(&d->inserted_window_dims);
+  kir_batch_shift(&d->scatter_dims_to_operand_dims);
   if (idx_mapped) {
-    shift(&d->update_window_dims);
-    TRY(front0(&d->operand_batching_dims));
-    TRY(front0(&d->scatter_indices_batching_dims));
+    kir_batch_shift(&d->update_window_dims);
+    TRY(kir_batch_dims_front(&d->operand_batching_dims));
+    TRY(kir_batch_dims_front(&d->scatter_indices_batching_dims));
   } else {
-    shift(&d->operand_batching_dims);
-    TRY(front0(&d->update_window_dims));
+    kir_batch_shift(&d->operand_batching_dims);
+    TRY(kir_batch_dims_front(&d->update_window_dims));
   }
   ybd[0] = 0;
   return kir_emit(p, KIR_PRIM_SCATTER_ADD, &pr, 3, in, &y[0]);

@@ -801,8 +801,6 @@ void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
 void kir_dot_ad(kir_ad_rules *r);
-/* The jvp rule of primitives without tangents (piecewise constant, integer
- * or boolean results): every result's tangent is a symbolic zero. */
 /* The batching rules of each family (the *_batch.c files). */
 void kir_elementwise_batch(kir_ad_rules *r);
 void kir_reduce_batch(kir_ad_rules *r);
@@ -821,8 +819,14 @@ kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir
  * is broadcast up to elem's shape as well. */
 kiln_status kir_batch_front(kir_program *p, kir_vid x, int bd, int64_t size, const kir_aval *elem,
                             kir_vid *out);
+/* Every entry of d plus one (the mapped axis went in front). */
+void kir_batch_shift(kir_dims *d);
+/* d shifted by one with 0 put first (the mapped axis joins the list). */
+kiln_status kir_batch_dims_front(kir_dims *d);
 /* x with axis `from` moved to `to` (x itself if they agree). */
 kiln_status kir_batch_moveaxis(kir_program *p, kir_vid x, int from, int to, kir_vid *out);
+/* The jvp rule of primitives without tangents (piecewise constant, integer
+ * or boolean results): every result's tangent is a symbolic zero. */
 kiln_status kir_ad_jvp_zero(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
                             const kir_vid *tx, kir_vid *ty);
 

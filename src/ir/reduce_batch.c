@@ -4,10 +4,6 @@
 #include "core/core.h"
 #include "ir/ir.h"
 
-static void shift_dims(kir_dims *d) {
-  for (int i = 0; i < d->n; i++) d->v[i]++;
-}
-
 static kiln_status batch_reduce(kir_program *p, const kir_program *src, const kir_eqn *e,
                                 int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
                                 int *ybd) {
@@ -17,8 +13,8 @@ static kiln_status batch_reduce(kir_program *p, const kir_program *src, const ki
   if (st) return st;
   kir_params pr = e->params;
   switch (kir_prim_get(e->prim)->params) {
-    case KIR_PARAMS_AXES: shift_dims(&pr.axes.axes); break;
-    case KIR_PARAMS_ARGMINMAX: shift_dims(&pr.argminmax.axes); break;
+    case KIR_PARAMS_AXES: kir_batch_shift(&pr.axes.axes); break;
+    case KIR_PARAMS_ARGMINMAX: kir_batch_shift(&pr.argminmax.axes); break;
     default: pr.cumulative.axis++; break;
   }
   ybd[0] = 0;

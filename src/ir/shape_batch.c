@@ -16,14 +16,14 @@
     if (st_) return st_;   \
   } while (0)
 
-static void push_front_sizes(kir_sizes *s, int64_t v) {
+static kiln_status push_front_sizes(kir_sizes *s, int64_t v) {
+  if (s->n + 1 > KIR_MAX_RANK)
+    return kcore_fail(KILN_ERR_SHAPE, "vmap: a batched rank-%d result exceeds kiln's rank limit %d",
+                      s->n + 1, KIR_MAX_RANK);
   memmove(s->v + 1, s->v, (size_t)s->n * sizeof s->v[0]);
   s->v[0] = v;
   s->n++;
-}
-
-static void shift_dims(kir_dims *d) {
-  for (int i = 0; i < d->n; i++) d->v[i]++;
+  return KILN_OK;
 }
 
 static kiln_status refuse_mapped(const kir_eqn *e, const int *bd, int from, const char *what) {
@@ -46,28 +46,16 @@ static kiln_status batch_unary(kir_program *p, const kir_program *src, const kir
   TRY(kir_batch_moveaxis(p, x[0], bd[0], 0, &in[0]));
   kir_params pr = e->params;
   switch (e->prim) {
-    case KIR_PRIM_BROADCAST_IN_DIM: {
-      kir_dims *d = &pr.broadcast.broadcast_dimensions;
-      shift_dims(d);
-      memmove(d->v + 1, d->v, (size_t)d->n);
-      d->v[0] = 0;
-      d->n++;
-      push_front_sizes(&pr.broadcast.shape, size);
+    case KIR_PRIM_BROADCAST_IN_DIM:
+      TRY(kir_batch_dims_front(&pr.broadcast.broadcast_dimensions));
+      TRY(push_front_sizes(&pr.broadcast.shape, size));
       break;
-    }
-    case KIR_PRIM_RESHAPE: push_front_sizes(&pr.reshape.new_sizes, size); break;
-    case KIR_PRIM_TRANSPOSE: {
-      kir_dims *d = &pr.transpose.permutation;
-      shift_dims(d);
-      memmove(d->v + 1, d->v, (size_t)d->n);
-      d->v[0] = 0;
-      d->n++;
-      break;
-    }
+    case KIR_PRIM_RESHAPE: TRY(push_front_sizes(&pr.reshape.new_sizes, size)); break;
+    case KIR_PRIM_TRANSPOSE: TRY(kir_batch_dims_front(&pr.transpose.permutation)); break;
     case KIR_PRIM_SLICE:
-      push_front_sizes(&pr.slice.start_indices, 0);
-      push_front_sizes(&pr.slice.limit_indices, size);
-      push_front_sizes(&pr.slice.strides, 1);
+      TRY(push_front_sizes(&pr.slice.start_indices, 0));
+      TRY(push_front_sizes(&pr.slice.limit_indices, size));
+      TRY(push_front_sizes(&pr.slice.strides, 1));
       break;
     case KIR_PRIM_PAD: {
       kir_padding *c = &pr.pad.padding_config;
@@ -78,7 +66,7 @@ static kiln_status batch_unary(kir_program *p, const kir_program *src, const kir
       c->n++;
       break;
     }
-    default: shift_dims(&pr.dims.dimensions); break; /* squeeze, expand_dims, rev */
+    default: kir_batch_shift(&pr.dims.dimensions); break; /* squeeze, expand_dims, rev */
   }
   ybd[0] = 0;
   return kir_emit(p, e->prim, &pr, e->n_in, in, &y[0]);
@@ -148,7 +136,7 @@ static kiln_status batch_arrays(kir_program *p, const kir_program *src, const ki
   }
   kir_params pr = e->params;
   if (e->prim == KIR_PRIM_CONCATENATE) pr.concatenate.dimension++;
-  if (e->prim == KIR_PRIM_DYNAMIC_SLICE) push_front_sizes(&pr.dynamic_slice.slice_sizes, size);
+  if (e->prim == KIR_PRIM_DYNAMIC_SLICE) TRY(push_front_sizes(&pr.dynamic_slice.slice_sizes, size));
   ybd[0] = 0;
   return kir_emit(p, e->prim, &pr, n, in, &y[0]);
 }
