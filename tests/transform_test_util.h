@@ -23,10 +23,14 @@ struct GoldenArray {
   std::vector<float> v;
 };
 
-const std::map<std::string, GoldenArray> &Golden() {
-  static std::map<std::string, GoldenArray> g = [] {
+// The golden data file `file` (in tests/golden), read once.
+const std::map<std::string, GoldenArray> &Golden(const std::string &file = "transform_grad.txt") {
+  static std::map<std::string, std::map<std::string, GoldenArray>> cache;
+  auto hit = cache.find(file);
+  if (hit != cache.end()) return hit->second;
+  std::map<std::string, GoldenArray> &g = cache[file] = [&] {
     std::map<std::string, GoldenArray> m;
-    std::ifstream f(std::string(KILN_GOLDEN_DIR) + "/transform_grad.txt");
+    std::ifstream f(std::string(KILN_GOLDEN_DIR) + "/" + file);
     std::string line;
     while (std::getline(f, line)) {
       if (line.empty() || line[0] == '#') continue;
@@ -48,11 +52,12 @@ const std::map<std::string, GoldenArray> &Golden() {
   return g;
 }
 
-const GoldenArray &G(const std::string &c, const std::string &n) {
-  auto it = Golden().find(c + "/" + n);
-  EXPECT_NE(it, Golden().end()) << c << "/" << n;
+const GoldenArray &G(const std::string &c, const std::string &n,
+                     const std::string &file = "transform_grad.txt") {
+  auto it = Golden(file).find(c + "/" + n);
+  EXPECT_NE(it, Golden(file).end()) << c << "/" << n;
   static GoldenArray empty;
-  return it == Golden().end() ? empty : it->second;
+  return it == Golden(file).end() ? empty : it->second;
 }
 
 class Ctx {

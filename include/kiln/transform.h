@@ -38,6 +38,31 @@ kiln_status kiln_jvp(const kiln_func *f, kiln_func **out);
  * take cotangents of their own type, which are ignored. */
 kiln_status kiln_vjp(const kiln_func *f, kiln_func **out);
 
+/* jax.vmap(f, in_axes, out_axes, axis_size, axis_name). in_axes is a
+ * prefix of the args tuple and out_axes of f's output: each leaf an axis
+ * made by kiln_axis (negative counts from the end), each None
+ * (kiln_tree_none) an unmapped subtree; NULL means kiln_axis(0) for
+ * everything. The mapped size is the arguments' (they must agree), or
+ * axis_size (> 0) where no argument is mapped; axis_size <= 0 means "from
+ * the arguments". An output whose out_axes entry is None must not depend on
+ * the mapped arguments. axis_name (may be NULL) names the axis for
+ * collectives. in_axes and out_axes are copied. */
+kiln_status kiln_vmap(const kiln_func *f, const kiln_tree *in_axes, const kiln_tree *out_axes,
+                      int64_t axis_size, const char *axis_name, kiln_func **out);
+/* jax.jacfwd / jax.jacrev (argnums a single int): the Jacobian of f with
+ * respect to argument argnum, by vmap of the jvp over the inputs' standard
+ * basis (jacfwd) or of the vjp over the outputs' (jacrev). Each output leaf
+ * of shape S becomes the argument's tree with leaves of shape S + the input
+ * leaf's shape. Inputs (and, for jacrev, outputs) must be floating. */
+kiln_status kiln_jacfwd(const kiln_func *f, int argnum, kiln_func **out);
+kiln_status kiln_jacrev(const kiln_func *f, int argnum, kiln_func **out);
+/* jax.hessian: jacfwd(jacrev(f, argnum), argnum). */
+kiln_status kiln_hessian(const kiln_func *f, int argnum, kiln_func **out);
+/* An in_axes/out_axes leaf for axis a (-KILN_MAX_RANK-1 <= a <= KILN_MAX_RANK);
+ * NULL when out of range. Free it with kiln_tree_free or hand it to a
+ * tree. */
+kiln_tree *kiln_axis(int a);
+
 #ifdef __cplusplus
 }
 #endif

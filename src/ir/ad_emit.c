@@ -12,6 +12,11 @@ static void kir_ad_build(void) {
   kir_reduce_ad(&g_rules);
   kir_shape_ad(&g_rules);
   kir_dot_ad(&g_rules);
+  kir_elementwise_batch(&g_rules);
+  kir_reduce_batch(&g_rules);
+  kir_shape_batch(&g_rules);
+  kir_dot_batch(&g_rules);
+  kir_gather_batch(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

@@ -789,10 +789,18 @@ typedef kiln_status (*kir_transpose_fn)(kir_program *p, const kir_program *src, 
                                         const bool *lin, const kir_vid *x, const kir_vid *ct,
                                         kir_vid *ct_x);
 
+/* batch (vmap): the equation e of src, applied to operands x (vars of p)
+ * that carry a mapped axis of `size` at bd[i] (-1: not mapped, at least one
+ * is). Emits the batched equation(s) into p and writes each result to y with
+ * its mapped axis at ybd (-1 for a result that does not depend on it). */
+typedef kiln_status (*kir_batch_fn)(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                    int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                    int *ybd);
+
 typedef struct kir_ad_rules {
   kir_jvp_fn jvp[KIR_NUM_PRIMS];             /* NULL: not differentiable (yet) */
   kir_transpose_fn transpose[KIR_NUM_PRIMS]; /* NULL: not linear */
-  void *batch[KIR_NUM_PRIMS];                /* reserved for vmap */
+  kir_batch_fn batch[KIR_NUM_PRIMS];         /* NULL: no vmap rule (yet) */
 } kir_ad_rules;
 
 /* Every family's rules (built once; thread-safe). */
@@ -801,6 +809,30 @@ void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
 void kir_dot_ad(kir_ad_rules *r);
+/* The batching rules of each family (the *_batch.c files). */
+void kir_elementwise_batch(kir_ad_rules *r);
+void kir_reduce_batch(kir_ad_rules *r);
+void kir_shape_batch(kir_ad_rules *r);
+void kir_dot_batch(kir_ad_rules *r);
+void kir_gather_batch(kir_ad_rules *r);
+/* The batched gather of params over operand x[0] and indices x[1] (mapped
+ * at bd, -1 for neither; op_elem/idx_elem their per-example types); the
+ * result is mapped at 0. */
+kiln_status kir_batch_gather(kir_program *p, const kir_params *params, const kir_aval *op_elem,
+                             const kir_aval *idx_elem, int64_t size, const kir_vid *x,
+                             const int *bd, kir_vid *y);
+/* x with its mapped axis (at bd, of `size`; bd -1: not mapped, then
+ * broadcast) moved to the front, as [size, *elem's shape] where elem is the
+ * per-example type: a mapped operand with size-1 or missing (rank 0) dims
+ * is broadcast up to elem's shape as well. */
+kiln_status kir_batch_front(kir_program *p, kir_vid x, int bd, int64_t size, const kir_aval *elem,
+                            kir_vid *out);
+/* Every entry of d plus one (the mapped axis went in front). */
+void kir_batch_shift(kir_dims *d);
+/* d shifted by one with 0 put first (the mapped axis joins the list). */
+kiln_status kir_batch_dims_front(kir_dims *d);
+/* x with axis `from` moved to `to` (x itself if they agree). */
+kiln_status kir_batch_moveaxis(kir_program *p, kir_vid x, int from, int to, kir_vid *out);
 /* The jvp rule of primitives without tangents (piecewise constant, integer
  * or boolean results): every result's tangent is a symbolic zero. */
 kiln_status kir_ad_jvp_zero(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,

@@ -30,16 +30,7 @@ static kiln_status ktf_wrap(kiln_fn fn, ktf_fn *g, const char *prefix, kiln_func
   return KILN_OK;
 }
 
-/* f traced over the flattened args of t, with its captures first. */
-typedef struct ktf_traced {
-  kiln_val **vals; /* args' leaves */
-  int n;
-  kiln_treedef *def;
-  ktr_closed cl;
-  kir_vid *x; /* captures then leaves, as vars of t */
-} ktf_traced;
-
-static void ktf_traced_free(ktf_traced *tr) {
+void ktf_traced_free(ktf_traced *tr) {
   free(tr->vals);
   kiln_treedef_free(tr->def);
   ktr_closed_free(&tr->cl);
@@ -47,7 +38,7 @@ static void ktf_traced_free(ktf_traced *tr) {
   memset(tr, 0, sizeof *tr);
 }
 
-static kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f,
+kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f,
                              const kiln_tree *args, ktf_traced *tr) {
   memset(tr, 0, sizeof *tr);
   kiln_status st = ktr_flatten_vals(t, op, args, &tr->vals, &tr->n, &tr->def);
@@ -67,8 +58,7 @@ static kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f,
   return st;
 }
 
-/* A tree of def's shape over vars of t. */
-static kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v) {
+kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v) {
   kiln_leaf *leaves = calloc((size_t)(n ? n : 1), sizeof *leaves);
   if (!leaves) {
     ktr_failf(t, KILN_ERR_OUT_OF_MEMORY, "autodiff: out of host memory");

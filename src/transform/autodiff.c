@@ -3,14 +3,7 @@
 #include <string.h>
 #include "transform/transform.h"
 
-/* A var map from one program's vars to another's; literals are copied on
- * first use. */
-typedef struct ktf_map {
-  kir_vid *v;
-  int n;
-} ktf_map;
-
-static kiln_status ktf_map_new(const char *op, int n, ktf_map *m) {
+kiln_status ktf_map_new(const char *op, int n, ktf_map *m) {
   m->n = n;
   m->v = malloc((size_t)(n ? n : 1) * sizeof *m->v);
   if (!m->v) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
@@ -18,7 +11,7 @@ static kiln_status ktf_map_new(const char *op, int n, ktf_map *m) {
   return KILN_OK;
 }
 
-static kiln_status ktf_map_get(const char *op, ktf_map *m, kir_program *dst,
+kiln_status ktf_map_get(const char *op, ktf_map *m, kir_program *dst,
                                const kir_program *src, kir_vid v, kir_vid *out) {
   if (m->v[v] == KIR_NO_VAR) {
     const kir_var *sv = &src->vars[v];
@@ -31,9 +24,7 @@ static kiln_status ktf_map_get(const char *op, ktf_map *m, kir_program *dst,
   return KILN_OK;
 }
 
-/* Copies equation e of src into dst with its operands mapped through m and
- * records its results in m. */
-static kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *src,
+kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *src,
                                 const kir_eqn *e, ktf_map *m, kir_vid *in) {
   kiln_status st = KILN_OK;
   for (int k = 0; k < e->n_in && !st; k++) st = ktf_map_get(op, m, dst, src, e->in[k], &in[k]);

@@ -39,6 +39,41 @@ kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, co
 kiln_status ktf_jvp_while(const char *op, kir_program *dst, const kir_eqn *e, const kir_vid *x,
                           const kir_vid *tx, kir_vid *y, kir_vid *ty);
 
+/* A var map from one program's vars to another's (KIR_NO_VAR: not yet
+ * defined); literals are copied on first use. */
+typedef struct ktf_map {
+  kir_vid *v;
+  int n;
+} ktf_map;
+kiln_status ktf_map_new(const char *op, int n, ktf_map *m);
+kiln_status ktf_map_get(const char *op, ktf_map *m, kir_program *dst, const kir_program *src,
+                        kir_vid v, kir_vid *out);
+/* Copies equation e of src into dst with its operands mapped through m
+ * (in: scratch for e->n_in vars) and records its results in m. */
+kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *src,
+                         const kir_eqn *e, ktf_map *m, kir_vid *in);
+
+/* Emits the batched src into dst (vmap): x are dst vars for src's invars,
+ * with the mapped axis (of `size`) at bd[i] (-1: not mapped). Writes the
+ * outputs to y with their mapped axis at ybd (-1: not mapped). */
+kiln_status ktf_vmap(const char *op, kir_program *dst, const kir_program *src, int64_t size,
+                     const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
+
+/* f traced over the flattened args of t, with its captures first. */
+typedef struct ktf_traced {
+  kiln_val **vals; /* args' leaves */
+  int n;
+  kiln_treedef *def;
+  ktr_closed cl;
+  kir_vid *x; /* captures then leaves, as vars of t */
+} ktf_traced;
+kiln_status ktf_trace(kiln_trace *t, const char *op, const kiln_func *f, const kiln_tree *args,
+                      ktf_traced *tr);
+void ktf_traced_free(ktf_traced *tr);
+
+/* A tree of def's shape over the n vars v of t (NULL with t failed). */
+kiln_tree *ktf_tree(kiln_trace *t, const kiln_treedef *def, int n, const kir_vid *v);
+
 /* A copy of the closed program src as a new sub-program of parent (any
  * root), its own sub-programs copied too. */
 kiln_status ktf_copy_sub(kir_program *parent, const kir_program *src, kir_program **out);
