@@ -261,7 +261,7 @@ kiln_tree *kiln_optim_update(kiln_trace *t, const kiln_optimizer *o, const kiln_
     kiln_tree_free(updates);
     updates = NULL;
   }
-done:
+done:;
   knn_flat *all[] = {&c.g, &c.p, &c.mu, &c.nu, &c.tr, &c.u, &c.new_mu, &c.new_nu, &c.new_tr};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) knn_flat_free(all[i]);
   free(c.decayed);
