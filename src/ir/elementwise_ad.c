@@ -99,7 +99,7 @@ static kiln_status unary_coeff(kir_program *p, kir_prim prim, kir_vid x, kir_vid
       TRY(kir_emit2(p, KIR_PRIM_MUL, y, y, &a));
       TRY(kir_emit1(p, KIR_PRIM_EXP, a, &a));
       return lit_op(p, KIR_PRIM_MUL, a, 0.88622692545275801365 /* sqrt(pi)/2 */, c);
-    default: return kcore_fail(KILN_ERR_UNIMPLEMENTED, "autodiff: no jvp for %d", (int)prim);
+    default: return kcore_fail(KILN_ERR_UNIMPLEMENTED, "autodiff: no jvp rule for %s", kir_prim_name(prim));
   }
 }
 
