@@ -295,6 +295,8 @@ const char *kcg_stype(kiln_dtype d);  /* stored as: kiln_half for f16/bf16 */
 kcg_term kcg_value(kcg_ctx *c, kir_vid v, int ix);
 /* Stores v at ix into argument slot `slot`, in the current scope. */
 void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix);
+/* The same, into the lvalue `dest` (NULL: the output array at ix). */
+void kcg_store_to(kcg_ctx *c, int slot, kir_vid v, int ix, const char *dest);
 /* The literal of `x` in dtype d's compute type. */
 const char *kcg_literal(kcg_ctx *c, kiln_dtype d, kir_scalar x);
 /* Memoizes value at (v, ix); `raw`: the stored bits (see kcg_memo). */

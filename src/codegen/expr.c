@@ -229,7 +229,10 @@ static bool kcg_raw(kcg_ctx *c, kir_vid v, int ix, kcg_term *out) {
 static kcg_term kcg_load(kcg_ctx *c, kir_vid v, int ix) {
   kiln_dtype d = kir_var_aval(c->p, v)->dtype;
   kcg_term raw;
-  if (kcg_raw(c, v, ix, &raw)) return kcg_local(c, d, raw.scope, kcg_from_storage(c, d, raw.expr));
+  /* Stored bits at hand: a half read through index maps, or an element of
+   * a vector the skeleton loaded (kcg_memo_put with raw, any dtype). */
+  if (kcg_raw(c, v, ix, &raw) || kcg_memo_get(c, v, ix, true, &raw))
+    return kcg_local(c, d, raw.scope, kcg_from_storage(c, d, raw.expr));
   int slot = c->arg[v];
   c->arg_used[slot] = true;
   const char *lin_now = c->idx[ix].lin.expr;
@@ -238,7 +241,9 @@ static kcg_term kcg_load(kcg_ctx *c, kir_vid v, int ix) {
   return kcg_local(c, d, lin.scope, kcg_strf(c, "%s[%s]", kcg_arg_name(c, slot), lin.expr));
 }
 
-void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix) {
+void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix) { kcg_store_to(c, slot, v, ix, NULL); }
+
+void kcg_store_to(kcg_ctx *c, int slot, kir_vid v, int ix, const char *dest) {
   kiln_dtype d = kir_var_aval(c->p, v)->dtype;
   kcg_term raw, x;
   const char *stored;
@@ -251,7 +256,10 @@ void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix) {
   kcg_term lin = kcg_index_lin(c, ix);
   if (c->st != KILN_OK) return;
   c->arg_used[slot] = true;
-  kcg_line(c, c->cur, "%s[%s] = %s;", kcg_arg_name(c, slot), lin.expr, stored);
+  if (dest)
+    kcg_line(c, c->cur, "%s = %s;", dest, stored);
+  else
+    kcg_line(c, c->cur, "%s[%s] = %s;", kcg_arg_name(c, slot), lin.expr, stored);
 }
 
 const char *kcg_store_expr(kcg_ctx *c, kiln_dtype d, const char *value) {

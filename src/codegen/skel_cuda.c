@@ -43,6 +43,7 @@ typedef struct kcg_cuda {
   kcg_term rowbase;
   int64_t length, ept; /* row length, elements per thread */
   bool cache;
+  int vec;             /* ROW: elements per vector access, 0 for none */
 } kcg_cuda;
 
 /* 32-bit indices if every var the group touches stays below 2^31. */
@@ -355,6 +356,33 @@ static int64_t kcg_pow2_at_least(int64_t x) {
   return p;
 }
 
+/* Whether slot s (an input or output) is an array of the row's shape, read
+ * or written along the rows. */
+static bool kcg_cuda_row_slot(const kcg_ctx *c, int s) {
+  int rank;
+  int64_t shape[KIR_MAX_RANK];
+  kcg_row_shape(c, &rank, shape);
+  kir_aval row = kir_aval_make(KILN_F32, rank, shape, false);
+  kir_vid v = s < c->g->n_in ? c->g->in[s] : c->g->out[s - c->g->n_in];
+  return kir_aval_same_shape(kir_var_aval(c->p, v), &row);
+}
+
+/* Elements per 16-byte access of the narrowest row array, when every
+ * thread's share of a kept row splits into whole vectors; 0 otherwise. Then
+ * a thread owns the vectors q = me + per_item * kq (elements q * V + ke):
+ * one coalesced 16-byte load or store where there were V narrow ones, which
+ * is what bf16 rows (8 two-byte loads per 16 bytes) are bound by. */
+static int kcg_cuda_row_vector(const kcg_ctx *c, const kcg_cuda *k) {
+  if (!k->cache || k->coop == KCG_COOP_THREAD) return 0;
+  size_t narrowest = 0;
+  for (int s = 0; s < c->g->n_in + c->g->n_out; s++)
+    if (kcg_cuda_row_slot(c, s) && (!narrowest || kcg_slot_size(c, s) < narrowest))
+      narrowest = kcg_slot_size(c, s);
+  int v = narrowest ? (int)(16 / narrowest) : 0;
+  if (v > 8) v = 8;
+  return v >= 2 && k->length % ((int64_t)k->per_item * v) == 0 ? v : 0;
+}
+
 static void kcg_cuda_row_geometry(const kcg_ctx *c, kcg_cuda *k) {
   int rank;
   int64_t shape[KIR_MAX_RANK];
@@ -377,6 +405,7 @@ static void kcg_cuda_row_geometry(const kcg_ctx *c, kcg_cuda *k) {
   int kept = 0;
   for (int v = 0; v < c->p->n_vars; v++) kept += c->cacheable[v];
   k->cache = len > 0 && k->ept <= KCG_ROW_MAX_EPT && k->ept * kept <= KCG_ROW_MAX_KEPT;
+  k->vec = kcg_cuda_row_vector(c, k);
 }
 
 static kcg_term kcg_cuda_rowbase(kcg_ctx *c, const kcg_cuda *k, int ix) {
@@ -386,8 +415,64 @@ static kcg_term kcg_cuda_rowbase(kcg_ctx *c, const kcg_cuda *k, int ix) {
   return kcg_term_make(kcg_strf(c, "(%s * %lld)", lin.expr, (long long)k->length), lin.scope);
 }
 
+/* The cached loop over this thread's vectors of the row at ix: the row
+ * inputs are loaded a vector at a time (element by element where a pointer
+ * is not 16-byte aligned) and their elements memoised as the stored values
+ * at the loop's index; with `stores`, elem[s] names the element of output
+ * slot s's vector that the pass sets, stored after the vector's elements. */
+static int kcg_cuda_row_loop_vector(kcg_ctx *c, const kcg_cuda *k, int parent, int ix, bool stores,
+                                    const char **elem) {
+  const kfuse_group *g = c->g;
+  const char *t = c->idx_type, *kq = kcg_fresh(c, "kq"), *ke = kcg_fresh(c, "ke");
+  const char *jb = kcg_fresh(c, "jb"), *j = kcg_fresh(c, "j"), *slot = kcg_fresh(c, "k");
+  int V = k->vec;
+  kcg_term base = kcg_cuda_rowbase(c, k, ix);
+  const char *at = strcmp(base.expr, "0") == 0 ? jb : kcg_strf(c, "%s + %s", base.expr, jb);
+  kcg_buf head = {0}, tail = {0};
+  kcg_buf_addf(&head, "#pragma unroll\nfor (int %s = 0; %s < %lld; ++%s) {\n  const %s %s = (%s + %du * %s) * %du;",
+               kq, kq, (long long)(k->ept / V), kq, t, jb, k->me, k->per_item, kq, V);
+  for (int s = 0; s < g->n_in + g->n_out; s++) {
+    bool in = s < g->n_in;
+    elem[s] = NULL;
+    if (!kcg_cuda_row_slot(c, s) || (!in && !stores)) continue;
+    kir_vid v = in ? g->in[s] : g->out[s - g->n_in];
+    int n;
+    const char *vt = kcg_vector_type(V * (int)kcg_slot_size(c, s), &n), *u = kcg_fresh(c, "u");
+    const char *a = kcg_arg_name(c, s);
+    kcg_buf_addf(&head, "\n  union { %s v[%d]; %s e[%d]; } %s;", vt, n,
+                 kcg_stype(kir_var_aval(c->p, v)->dtype), V, u);
+    kcg_buf *b = in ? &head : &tail;
+    kcg_buf_addf(b, "\n  if (aligned) {");
+    for (int w = 0; w < n; w++)
+      if (in)
+        kcg_buf_addf(b, "\n    %s.v[%d] = ((const %s *)(%s + %s))[%d];", u, w, vt, a, at, w);
+      else
+        kcg_buf_addf(b, "\n    ((%s *)(%s + %s))[%d] = %s.v[%d];", vt, a, at, w, u, w);
+    kcg_buf_addf(b, "\n  } else {\n    #pragma unroll\n    for (int e = 0; e < %d; ++e) %s;\n  }", V,
+                 in ? kcg_strf(c, "%s.e[e] = %s[%s + e]", u, a, at)
+                    : kcg_strf(c, "%s[%s + e] = %s.e[e]", a, at, u));
+    elem[s] = kcg_strf(c, "%s.e[%s]", u, ke);
+    c->arg_used[s] = true;
+  }
+  kcg_buf_addf(&head, "\n  #pragma unroll\n  for (int %s = 0; %s < %d; ++%s) {\n    const %s %s = %s + %s;\n    const int %s = %s * %d + %s;",
+               ke, ke, V, ke, t, j, jb, ke, slot, kq, V, ke);
+  kcg_buf_addf(&tail, "\n}");
+  int s = kcg_row_loop_open(c, parent, ix, base, head.s ? head.s : "", j, slot, k->ept);
+  free(c->scopes[s].footer);
+  c->scopes[s].footer = kcore_strdup(kcg_strf(c, "}%s", tail.s ? tail.s : ""));
+  if (head.oom || tail.oom || !c->scopes[s].footer) kcg_fail(c, KILN_ERR_OUT_OF_MEMORY, "kcg_emit: out of host memory");
+  kcg_buf_free(&head);
+  kcg_buf_free(&tail);
+  int lix = kcg_row_loop_index(c, s);
+  for (int q = 0; q < g->n_in; q++)
+    if (elem[q]) kcg_memo_put(c, g->in[q], lix, true, kcg_term_make(elem[q], s));
+  return s;
+}
+
 /* A loop over this thread's elements of the row at ix. */
-static int kcg_cuda_row_loop(kcg_ctx *c, const kcg_cuda *k, int parent, int ix) {
+static int kcg_cuda_row_loop(kcg_ctx *c, const kcg_cuda *k, int parent, int ix, bool stores,
+                             const char **elem) {
+  if (k->vec) return kcg_cuda_row_loop_vector(c, k, parent, ix, stores, elem);
   const char *t = c->idx_type, *j = kcg_fresh(c, "j");
   kcg_term base = kcg_cuda_rowbase(c, k, ix);
   long long len = (long long)k->length;
@@ -432,7 +517,8 @@ static void kcg_cuda_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_
   c->pass = c->next_name++;
   kcg_reducers(c, eqns, n, r);
   kcg_acc_declare(c, scope, r, n, false, acc);
-  int s = kcg_cuda_row_loop(c, k, scope, ix);
+  const char *elem[KCG_MAX_ARGS];
+  int s = kcg_cuda_row_loop(c, k, scope, ix, false, elem);
   for (int q = 0; q < n; q++) oix[q] = kcg_row_loop_index(c, s);
   kcg_accumulate(c, eqns, n, oix, r, acc, "");
   kcg_scope_close(c, s);
@@ -445,6 +531,14 @@ static void kcg_cuda_rows(kcg_ctx *c, kcg_cuda *k) {
   int rank;
   int64_t shape[KIR_MAX_RANK];
   kcg_row_shape(c, &rank, shape);
+  if (k->vec) {
+    kcg_buf aligned = {0};
+    for (int s = 0; s < c->g->n_in + c->g->n_out; s++)
+      if (kcg_cuda_row_slot(c, s))
+        kcg_buf_addf(&aligned, "%s(kiln_uptr)%s", aligned.len ? " | " : "", kcg_arg_name(c, s));
+    kcg_line(c, 0, "const bool aligned = ((%s) & 15u) == 0;", aligned.s ? aligned.s : "0");
+    kcg_buf_free(&aligned);
+  }
   int rs = kcg_cuda_item_loop(c, k, "row");
   kcg_term r = kcg_term_make("row", rs);
   k->row_ix = kcg_index_get(c, rank - 1, shape, &r, NULL);
@@ -481,10 +575,12 @@ static void kcg_cuda_rows(kcg_ctx *c, kcg_cuda *k) {
   if (any_row_out) {
     int saved_pass = c->pass;
     c->pass = c->next_name++;
-    int s = kcg_cuda_row_loop(c, k, rs, k->row_ix);
+    const char *elem[KCG_MAX_ARGS];
+    int s = kcg_cuda_row_loop(c, k, rs, k->row_ix, true, elem);
     for (int q = 0; q < c->g->n_out; q++)
       if (kir_aval_same_shape(kir_var_aval(c->p, c->g->out[q]), &rowav))
-        kcg_store(c, c->g->n_in + q, c->g->out[q], kcg_row_loop_index(c, s));
+        kcg_store_to(c, c->g->n_in + q, c->g->out[q], kcg_row_loop_index(c, s),
+                     k->vec ? elem[c->g->n_in + q] : NULL);
     kcg_scope_close(c, s);
     kcg_row_pass_end(c);
     c->pass = saved_pass;

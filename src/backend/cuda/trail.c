@@ -65,7 +65,10 @@ kiln_status kcuda_trail_enter(kcuda_device *d, const char *what) {
   if (token == 0) token = 1; /* 0 is "nothing marked yet" */
   kcuda_trail_entry *e = &t->ring[token % KCUDA_TRAIL_RING];
   e->token = token;
-  snprintf(e->what, sizeof e->what, "%s", what);
+  /* Every step of every call passes here: a bounded copy, not snprintf. */
+  size_t n = strnlen(what, sizeof e->what - 1);
+  memcpy(e->what, what, n);
+  e->what[n] = '\0';
   kiln_status st = kcuda_trail_write(d, token);
   if (st) {
     pthread_mutex_unlock(&t->lock);
