@@ -196,7 +196,12 @@ def main():
           f"kiln/flax {k_step / f_step:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"steps": args.steps, "max_rel_diff": float(rel.max()),
+            rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip() or "unknown"
+            json.dump({"benchmark": "train_flax_mlp", "device": jax.devices()[0].device_kind,
+                       "platform": jax.devices()[0].platform, "jax": jax.__version__,
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "git_revision": rev, "data": args.data, "steps": args.steps, "max_rel_diff": float(rel.max()),
                        "mean_rel_diff": float(rel.mean()), "kiln_step_s": k_step,
                        "flax_step_s": f_step, "flax_test_accuracy": accs,
                        "kiln_loss": k_losses, "flax_loss": f_losses}, f, indent=1)
