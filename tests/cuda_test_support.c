@@ -297,6 +297,8 @@ kiln_status kct_trail_fault(kiln_device *dev, bool finish_first, int after) {
   if ((st = kcuda_trail_enter(d, "first"))) goto out;
   kcuda_trail_leave(d);
   if (finish_first && (st = kcuda_trail_finish(d))) goto out;
+  /* Work other than a marked step settles the trail first, as kiln's does. */
+  if ((st = kcuda_trail_settle(d))) goto out;
   static char nowhere[64];
   KCUDA_CU(d->drv, d->where, cuMemcpyHtoDAsync, ((CUdeviceptr)64, nowhere, 64, d->compute), out);
   for (int i = 0; i < after; i++) {

@@ -26,6 +26,7 @@ typedef struct kdev_buffer {
   uintptr_t ptr;
   size_t nbytes;
   void *ready;
+  void *ready_on; /* the stream `ready` was last recorded on: waits there are moot */
   /* What queued the last write ("jit(f)"), named when waiting for it fails:
    * asynchronous errors surface at the next wait. */
   char origin[48];

@@ -69,6 +69,10 @@ static kiln_status kcuda_upload_unranged(kiln_device *dev, kdev_buffer *dst, con
   kiln_status st = kcuda_check_size("upload", d, nbytes, dst->nbytes);
   if (st || nbytes == 0) return st;
   if ((st = kcuda_enter(d))) return st;
+  if ((st = kcuda_trail_settle(d))) {
+    kcuda_leave(d);
+    return st;
+  }
   pthread_mutex_lock(&d->staging_lock);
   CUdeviceptr to = (CUdeviceptr)dst->ptr;
   if ((st = kcuda_after_compute(d, d->copy)) || (st = kcuda_after_ready(d, d->copy, dst))) goto out;
@@ -133,6 +137,10 @@ static kiln_status kcuda_download_unranged(kiln_device *dev, const kdev_buffer *
   kiln_status st = kcuda_check_size("download", d, nbytes, src->nbytes);
   if (st || nbytes == 0) return st;
   if ((st = kcuda_enter(d))) return st;
+  if ((st = kcuda_trail_settle(d))) {
+    kcuda_leave(d);
+    return st;
+  }
   pthread_mutex_lock(&d->staging_lock);
   CUdeviceptr from = (CUdeviceptr)src->ptr;
   if ((st = kcuda_after_compute(d, d->copy)) || (st = kcuda_after_ready(d, d->copy, src))) goto out;
@@ -157,7 +165,8 @@ static kiln_status kcuda_copy_local(kcuda_device *d, kdev_buffer *dst, const kde
                                     size_t nbytes) {
   kiln_status st = kcuda_enter(d);
   if (st) return st;
-  if ((st = kcuda_after_ready(d, d->compute, src)) || (st = kcuda_after_ready(d, d->compute, dst)))
+  if ((st = kcuda_trail_settle(d)) || (st = kcuda_after_ready(d, d->compute, src)) ||
+      (st = kcuda_after_ready(d, d->compute, dst)))
     goto out;
   KCUDA_CU(d->drv, d->where, cuMemcpyDtoDAsync,
            ((CUdeviceptr)dst->ptr, (CUdeviceptr)src->ptr, nbytes, d->compute), out);
@@ -175,10 +184,12 @@ static kiln_status kcuda_copy_peer(kcuda_device *dd, kdev_buffer *dst, kcuda_dev
                                    const kdev_buffer *src, size_t nbytes) {
   kiln_status st = kcuda_enter(sd);
   if (st) return st;
+  if ((st = kcuda_trail_settle(sd))) goto src_out;
   KCUDA_CU(sd->drv, sd->where, cuEventRecord, (sd->handoff, sd->compute), src_out);
 src_out:
   kcuda_leave(sd);
   if (st || (st = kcuda_enter(dd))) return st;
+  if ((st = kcuda_trail_settle(dd))) goto dst_out;
   KCUDA_CU(dd->drv, dd->where, cuStreamWaitEvent, (dd->compute, sd->handoff, 0), dst_out);
   if ((st = kcuda_after_ready(dd, dd->compute, src)) ||
       (st = kcuda_after_ready(dd, dd->compute, dst)))

@@ -215,6 +215,7 @@ typedef struct kcuda_trail {
   pthread_mutex_t lock; /* a step's mark and the step are adjacent on the stream */
   bool lock_ready;
   uint32_t last; /* the last token handed out */
+  bool owed;     /* last's end mark is owed (kcuda_trail_finish) */
   kcuda_trail_entry *ring;
 } kcuda_trail;
 
@@ -298,8 +299,12 @@ void kcuda_trail_close(kcuda_device *d);
  * is held. Inside the device's context. */
 kiln_status kcuda_trail_enter(kcuda_device *d, const char *what);
 void kcuda_trail_leave(kcuda_device *d);
-/* Marks the end of the last marked step (the end of a program's work). */
+/* Marks the end of the last marked step (the end of a program's work): owes
+ * the mark, which the next step's mark replaces or kcuda_trail_settle
+ * queues. Every queue of device work other than a marked step (copies,
+ * collectives, on any stream) settles first. Inside the device's context. */
 kiln_status kcuda_trail_finish(kcuda_device *d);
+kiln_status kcuda_trail_settle(kcuda_device *d);
 /* For a failure of work on the device: when the compute stream has failed
  * (an asynchronous fault, found by a wait or by a later call), prefixes the
  * message with the step it failed in. Returns st. Needs no current context

@@ -37,7 +37,8 @@ out:
 
 kiln_status kcuda_after_ready(kcuda_device *d, CUstream stream, const kdev_buffer *buf) {
   kiln_status st = KILN_OK;
-  if (buf->ready)
+  /* A stream is already ordered after its own work. */
+  if (buf->ready && buf->ready_on != (void *)stream)
     KCUDA_CU(d->drv, d->where, cuStreamWaitEvent, (stream, (CUevent)buf->ready, 0), out);
 out:
   return st;
@@ -74,6 +75,7 @@ kiln_status kcuda_mark_ready(kcuda_device *d, kdev_buffer *buf, CUstream stream)
     buf->ready = ev;
   }
   KCUDA_CU(d->drv, d->where, cuEventRecord, ((CUevent)buf->ready, stream), out);
+  buf->ready_on = stream;
 out:
   return st;
 }
@@ -141,6 +143,7 @@ static void kcuda_release(kiln_device *dev, kdev_buffer *buf) {
   kcuda_leave(d);
   buf->ptr = 0;
   buf->ready = NULL;
+  buf->ready_on = NULL;
 }
 
 static kiln_status kcuda_wait(kiln_device *dev, const kdev_buffer *buf) {

@@ -8,7 +8,9 @@
  * in a ring. Work behind a fault never runs: once the context has failed,
  * the word holds the token of the step the stream was in. Reading it is a
  * plain host load, which works on a failed context. The end of a program is
- * marked too, so that a fault in later work is not blamed on its last step. */
+ * marked too, so that a fault in later work is not blamed on its last step:
+ * lazily, by kcuda_trail_settle before any work other than a marked step
+ * (copies, collectives), since the next step's mark makes it moot. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,15 +77,30 @@ kiln_status kcuda_trail_enter(kcuda_device *d, const char *what) {
     return st;
   }
   t->last = token;
+  t->owed = false; /* this mark replaces the end mark owed */
   return KILN_OK;
 }
 
 void kcuda_trail_leave(kcuda_device *d) { pthread_mutex_unlock(&d->trail.lock); }
 
+/* The end mark is owed, not queued: the next step's mark would overwrite it
+ * unread, so a program called in a loop pays one stream write per call, not
+ * two (each is about a microsecond of host time). kcuda_trail_settle queues
+ * it before any other work. */
 kiln_status kcuda_trail_finish(kcuda_device *d) {
   kcuda_trail *t = &d->trail;
   pthread_mutex_lock(&t->lock);
-  kiln_status st = t->last ? kcuda_trail_write(d, t->last | KCUDA_TRAIL_DONE) : KILN_OK;
+  t->owed = t->last != 0;
+  pthread_mutex_unlock(&t->lock);
+  return KILN_OK;
+}
+
+kiln_status kcuda_trail_settle(kcuda_device *d) {
+  kcuda_trail *t = &d->trail;
+  if (!t->lock_ready) return KILN_OK;
+  pthread_mutex_lock(&t->lock);
+  kiln_status st = t->owed ? kcuda_trail_write(d, t->last | KCUDA_TRAIL_DONE) : KILN_OK;
+  if (!st) t->owed = false;
   pthread_mutex_unlock(&t->lock);
   return st;
 }
