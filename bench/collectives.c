@@ -52,7 +52,7 @@ static bool parse_args(int argc, char **argv, args *a) {
     } else if (!strcmp(flag, "--max-bytes")) {
       unsigned long long v = strtoull(value, &end, 10);
       int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-      if ((shift && end[1]) || (!shift && *end) || v < 8)
+      if ((shift && end[1]) || (!shift && *end) || (v << shift) < 8)
         return fprintf(stderr, "bench_collectives: bad --max-bytes '%s'\n", value), false;
       a->max_bytes = (size_t)v << shift;
     } else {
