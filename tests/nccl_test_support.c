@@ -80,3 +80,58 @@ kiln_status kctn_all_reduce_leaves(kctn_mesh *m, int nleaves, const kiln_dtype *
 }
 
 kiln_status kctn_wait(kctn_mesh *m) { return kcuda_coll_wait(m->mesh); }
+
+/* The stand-in's own strictness, through its entry points on devices 0 and 1
+ * (codes in out[]): [0] a multi-rank collective outside a group, [1] the
+ * async error after ranks disagree on the count (the call and the streams
+ * complete: no hang), [2] a destroyed communicator, [3] a GPU listed twice. */
+kiln_status kctn_stand_in_checks(const char *library, kiln_ctx *ctx, int out[4]) {
+  kcuda_nccl *nc = NULL;
+  kiln_device *devs[2] = {NULL, NULL};
+  kcuda_device *d[2];
+  kdev_buffer buf[2] = {{0}, {0}};
+  CUstream s[2] = {NULL, NULL};
+  ncclComm_t comms[2] = {NULL, NULL};
+  kiln_status st = kcuda_nccl_open_library(library, &nc);
+  for (int i = 0; i < 2 && !st; i++)
+    if (!(st = kiln_device_get(ctx, i, &devs[i]))) d[i] = kcuda_impl(devs[i]);
+  for (int i = 0; i < 2 && !st; i++)
+    if (!(st = devs[i]->ops->alloc(devs[i], 64, &buf[i])) && !(st = kcuda_enter(d[i]))) {
+      KCUDA_CU(d[i]->drv, d[i]->where, cuStreamCreate, (&s[i], CU_STREAM_NON_BLOCKING), left);
+      KCUDA_CU(d[i]->drv, d[i]->where, cuStreamSynchronize, (d[i]->compute), left); /* the allocation */
+    left:
+      kcuda_leave(d[i]);
+    }
+  int ordinals[2] = {0, 1}, twice[2] = {1, 1};
+  if (st) goto done;
+  KCUDA_NCCL(nc, "stand-in", ncclCommInitAll, (comms, 2, ordinals), done);
+  void *p0 = (void *)buf[0].ptr, *p1 = (void *)buf[1].ptr;
+  out[0] = nc->ncclAllReduce(p0, p0, 4, ncclFloat32, ncclSum, comms[0], s[0]);
+  KCUDA_NCCL(nc, "stand-in", ncclGroupStart, (), done);
+  nc->ncclAllReduce(p0, p0, 4, ncclFloat32, ncclSum, comms[0], s[0]);
+  nc->ncclAllReduce(p1, p1, 8, ncclFloat32, ncclSum, comms[1], s[1]);
+  KCUDA_NCCL(nc, "stand-in", ncclGroupEnd, (), done);
+  for (int i = 0; i < 2 && !st; i++)
+    if (!(st = kcuda_enter(d[i]))) {
+      KCUDA_CU(d[i]->drv, d[i]->where, cuStreamSynchronize, (s[i]), synced);
+    synced:
+      kcuda_leave(d[i]);
+    }
+  ncclResult_t async = ncclSuccess;
+  if (st) goto done;
+  KCUDA_NCCL(nc, "stand-in", ncclCommGetAsyncError, (comms[1], &async), done);
+  out[1] = async;
+  KCUDA_NCCL(nc, "stand-in", ncclCommDestroy, (comms[1]), done);
+  out[2] = nc->ncclCommGetAsyncError(comms[1], &async);
+  comms[1] = NULL;
+  ncclComm_t dup[2] = {NULL, NULL};
+  out[3] = nc->ncclCommInitAll(dup, 2, twice);
+done:
+  for (int i = 0; i < 2; i++) {
+    if (comms[i]) nc->ncclCommDestroy(comms[i]);
+    if (s[i] && !kcuda_enter(d[i])) d[i]->drv->cuStreamDestroy(s[i]), kcuda_leave(d[i]);
+    if (buf[i].ptr) devs[i]->ops->release(devs[i], &buf[i]);
+  }
+  kcuda_nccl_close(nc);
+  return st;
+}

@@ -29,6 +29,9 @@ kiln_status kctn_all_reduce_leaves(kctn_mesh *m, int nleaves, const kiln_dtype *
                                    const int64_t *counts, kct_buffer *const *leaves,
                                    size_t bucket_bytes);
 kiln_status kctn_wait(kctn_mesh *m);
+/* Calls the stand-in NCCL at `library` directly where NCCL would hang or be
+ * undefined; out[] gets its ncclResult_t codes (nccl_test_support.c). */
+kiln_status kctn_stand_in_checks(const char *library, kiln_ctx *ctx, int out[4]);
 
 #ifdef __cplusplus
 }

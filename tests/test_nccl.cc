@@ -360,6 +360,16 @@ TEST_F(KCT_SUITE, TimeoutAbortsAndLeavesTheContextUsable) {
   kct_buffer *b = upload(0, host);
   EXPECT_EQ(download<float>(0, b, 32), host);
 }
+
+// The stand-in refuses what NCCL would hang on or leave undefined.
+TEST_F(KCT_SUITE, StandInIsStrict) {
+  int codes[4] = {-1, -1, -1, -1};
+  ASSERT_EQ(kctn_stand_in_checks(kLibrary, ctx_, codes), KILN_OK) << last_error();
+  EXPECT_EQ(codes[0], 5) << "a 2-rank collective outside a group: ncclInvalidUsage";
+  EXPECT_EQ(codes[1], 5) << "ranks that disagree on the count: ncclInvalidUsage, asynchronously";
+  EXPECT_EQ(codes[2], 4) << "a destroyed communicator: ncclInvalidArgument";
+  EXPECT_EQ(codes[3], 5) << "a GPU listed twice: ncclInvalidUsage";
+}
 #endif
 
 TEST(NcclLibrary, MissingLibraryIsAClearError) {
