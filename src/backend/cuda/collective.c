@@ -331,10 +331,8 @@ static void call_extent(const kcuda_coll_group *g, const coll_call *c, int64_t *
   *out = c->kind == ALL_GATHER ? c->count * g->size : c->kind == REDUCE_SCATTER ? c->count / g->size : c->count;
 }
 
-static kiln_status call_check(const kcuda_coll_group *g, const coll_call *c, kdev_buffer *const *in,
-                              kdev_buffer *const *out) {
-  char what[256];
-  describe(g, c, what, sizeof what);
+static kiln_status call_check(const kcuda_coll_group *g, const coll_call *c, const char *what,
+                              kdev_buffer *const *in, kdev_buffer *const *out) {
   if (g->m->broken) return kcore_fail(g->m->broken, "%s: %s", what, g->m->broken_msg);
   ncclDataType_t t;
   if (!nccl_dtype(c->dtype, &t))
@@ -441,15 +439,15 @@ static kiln_status order_after(kcuda_coll_mesh *m, kdev_buffer *const *out, cons
 
 static kiln_status coll_run(kcuda_coll_group *g, const coll_call *c, kdev_buffer *const *in,
                             kdev_buffer *const *out) {
-  kiln_status st = call_check(g, c, in, out);
+  char what[256];
+  describe(g, c, what, sizeof what);
+  kiln_status st = call_check(g, c, what, in, out);
   if (st) return st;
   kcuda_coll_mesh *m = g->m;
   int64_t nin, nout;
   call_extent(g, c, &nin, &nout);
   bool *receives = calloc((size_t)m->n, sizeof *receives);
   if (!receives) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
-  char what[256];
-  describe(g, c, what, sizeof what);
   if ((st = order_before(m, in, out))) goto done;
   if ((st = kcuda_enter(m->devs[0].d))) goto done;
   KCUDA_NCCL(m->nc, what, ncclGroupStart, (), left);

@@ -791,7 +791,7 @@ kiln_status kcuda_nccl_table_fail(const kcuda_nccl *nc, ncclResult_t rc, const c
  * ncclCommGetAsyncError, and past timeout_s aborts every communicator:
  * KILN_ERR_COLLECTIVE naming the collective, the axis, the shapes and the
  * devices whose part did not finish; later collectives fail alike, while the
- * devices stay usable for everything else. */
+ * devices stay usable for everything else. One thread at a time per mesh. */
 typedef struct kcuda_coll_mesh kcuda_coll_mesh;
 typedef struct kcuda_coll_group kcuda_coll_group;
 typedef enum kcuda_coll_reduce { KCUDA_COLL_SUM, KCUDA_COLL_MAX, KCUDA_COLL_MIN } kcuda_coll_reduce;
