@@ -4,7 +4,8 @@
  * It implements the driver entry points kiln resolves, over host memory, and
  * is strict where the real driver is undefined or lenient:
  *   - stream work runs lazily, only when something forces it (a stream or
- *     event synchronisation, or a wait on an event of another stream that is
+ *     event synchronisation, an event query -- a GPU progresses while the
+ *     host polls -- or a wait on an event of another stream that is
  *     itself forced), which is a legal but adversarial schedule: a missing
  *     wait shows up as a copy into memory whose allocation has not run yet,
  *     or as data read from a staging buffer after the host overwrote it;
@@ -23,6 +24,9 @@
  *     or a synchronisation of one, is an error; graphs of kernel, child
  *     graph and captured nodes are supported, and a child graph node can
  *     only be given a graph of the same kernels.
+ *   - the stand-in NCCL (fake_nccl.c) queues gates: a stream stalls at one
+ *     until its collective can happen; a synchronisation that would wait on
+ *     a stall forever fails with CUDA_ERROR_LAUNCH_TIMEOUT instead.
  * A violation found while running stream work is reported on stderr and
  * becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a crashed kernel would.
  *

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/core.h" /* the f16/bf16 conversions */
 
 unsigned long long kiln_fake_cuda_launch_gate(CUstream s, int (*gate)(void *), void *user);
 int kiln_fake_cuda_stream_run(CUstream s, unsigned long long upto);
@@ -270,47 +271,6 @@ static ncclResult_t run_splits(clique *parent) {
 
 /* ---- moving the data ---- */
 
-static float half_to_float(uint16_t h, bool bf16) {
-  uint32_t bits;
-  if (bf16) bits = (uint32_t)h << 16;
-  else {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
-    if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
-    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);
-    else if (!man) bits = sign;
-    else { /* subnormal */
-      float f = (float)man / 16777216.0f;
-      memcpy(&bits, &f, 4);
-      bits |= sign;
-    }
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-static uint16_t float_to_half(float f, bool bf16) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if (bf16) return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16); /* round to nearest even */
-  uint32_t sign = (x >> 16) & 0x8000;
-  int exp = (int)((x >> 23) & 255) - 112;
-  uint32_t man = x & 0x7fffff;
-  if (((x >> 23) & 255) == 255) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00);
-  if (exp <= 0) { /* subnormal or zero */
-    if (exp < -10) return (uint16_t)sign;
-    man |= 0x800000;
-    uint32_t shift = (uint32_t)(14 - exp), h = man >> shift, rest = man & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((uint32_t)exp << 10) | (man >> 13), rest = man & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
-  return (uint16_t)(sign | h);
-}
-
 static double load(const void *p, size_t i, ncclDataType_t t) {
   switch (t) {
     case ncclInt8: return ((const int8_t *)p)[i];
@@ -319,8 +279,8 @@ static double load(const void *p, size_t i, ncclDataType_t t) {
     case ncclUint32: return ((const uint32_t *)p)[i];
     case ncclInt64: return (double)((const int64_t *)p)[i];
     case ncclUint64: return (double)((const uint64_t *)p)[i];
-    case ncclFloat16: return half_to_float(((const uint16_t *)p)[i], false);
-    case ncclBfloat16: return half_to_float(((const uint16_t *)p)[i], true);
+    case ncclFloat16: return kcore_f16_to_f32(((const uint16_t *)p)[i]);
+    case ncclBfloat16: return kcore_bf16_to_f32(((const uint16_t *)p)[i]);
     case ncclFloat32: return ((const float *)p)[i];
     default: return ((const double *)p)[i];
   }
@@ -328,14 +288,14 @@ static double load(const void *p, size_t i, ncclDataType_t t) {
 
 static void store(void *p, size_t i, ncclDataType_t t, double v) {
   switch (t) {
-    case ncclInt8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case ncclInt8: ((int8_t *)p)[i] = (int8_t)(int64_t)v; break; /* wraps */
+    case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)(int64_t)v; break; /* wraps */
+    case ncclInt32: ((int32_t *)p)[i] = (int32_t)(int64_t)v; break; /* wraps */
+    case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)v; break; /* wraps */
     case ncclInt64: ((int64_t *)p)[i] = (int64_t)v; break;
     case ncclUint64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    case ncclFloat16: ((uint16_t *)p)[i] = float_to_half((float)v, false); break;
-    case ncclBfloat16: ((uint16_t *)p)[i] = float_to_half((float)v, true); break;
+    case ncclFloat16: ((uint16_t *)p)[i] = kcore_f32_to_f16((float)v); break;
+    case ncclBfloat16: ((uint16_t *)p)[i] = kcore_f32_to_bf16((float)v); break;
     case ncclFloat32: ((float *)p)[i] = (float)v; break;
     default: ((double *)p)[i] = v; break;
   }
@@ -346,18 +306,17 @@ static void store(void *p, size_t i, ncclDataType_t t, double v) {
  * which the tests stay within). */
 static void reduce_into(const op *o, size_t from, size_t n, void *out) {
   ncclDataType_t t = o->parts[0].type;
-  size_t es = type_size(t);
   for (size_t i = 0; i < n; i++) {
     store(out, i, t, load(o->parts[0].send, from + i, t));
     for (int r = 1; r < o->n; r++) {
       double a = load(out, i, t), b = load(o->parts[r].send, from + i, t);
-      double v = o->parts[0].red == ncclSum ? a + b : o->parts[0].red == ncclProd ? a * b
-                 : o->parts[0].red == ncclMax ? (a > b || b != b ? a : b) : (a < b || b != b ? a : b);
-      if (o->parts[0].red == ncclMax || o->parts[0].red == ncclMin) v = (b != b) ? b : v;
+      ncclRedOp_t red = o->parts[0].red;
+      double v = red == ncclSum ? a + b : red == ncclProd ? a * b
+                 : (a != a || b != b) ? (a != a ? a : b) /* max and min propagate NaN */
+                 : red == ncclMax ? (a > b ? a : b) : (a < b ? a : b);
       store(out, i, t, v);
     }
   }
-  (void)es;
 }
 
 static bool parts_agree(const op *o) {
