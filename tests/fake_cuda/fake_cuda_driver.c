@@ -4,7 +4,8 @@
  * It implements the driver entry points kiln resolves, over host memory, and
  * is strict where the real driver is undefined or lenient:
  *   - stream work runs lazily, only when something forces it (a stream or
- *     event synchronisation, or a wait on an event of another stream that is
+ *     event synchronisation, an event query -- a GPU progresses while the
+ *     host polls -- or a wait on an event of another stream that is
  *     itself forced), which is a legal but adversarial schedule: a missing
  *     wait shows up as a copy into memory whose allocation has not run yet,
  *     or as data read from a staging buffer after the host overwrote it;
@@ -23,6 +24,9 @@
  *     or a synchronisation of one, is an error; graphs of kernel, child
  *     graph and captured nodes are supported, and a child graph node can
  *     only be given a graph of the same kernels.
+ *   - the stand-in NCCL (fake_nccl.c) queues gates: a stream stalls at one
+ *     until its collective can happen; a synchronisation that would wait on
+ *     a stall forever fails with CUDA_ERROR_LAUNCH_TIMEOUT instead.
  * A violation found while running stream work is reported on stderr and
  * becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a crashed kernel would.
  *
@@ -58,7 +62,9 @@ typedef enum {
   FAKE_WAIT,
   FAKE_HOST_FN,
   FAKE_KERNEL,
-  FAKE_WRITE_VALUE
+  FAKE_WRITE_VALUE,
+  FAKE_MEMSET,
+  FAKE_GATE
 } fake_op_kind;
 
 /* The fake knows kiln's kernel ABI (src/codegen/codegen.h): three parameters,
@@ -84,7 +90,8 @@ typedef struct fake_op {
   struct CUstream_st *stream; /* FAKE_WAIT: the stream and position waited for */
   unsigned long long seq;     /* FAKE_WAIT; FAKE_WRITE_VALUE: the value */
   CUhostFn host_fn; /* FAKE_HOST_FN */
-  void *host_user;
+  void *host_user;  /* FAKE_HOST_FN, FAKE_GATE */
+  int (*gate)(void *user); /* FAKE_GATE: nonzero once the stream may go past it */
   fake_launch launch; /* FAKE_KERNEL */
 } fake_op;
 
@@ -314,6 +321,15 @@ static void fake_pool_settle(struct CUmemPoolHandle_st *pool) {
 
 static CUresult fake_run(CUstream s, unsigned long long upto);
 
+/* Blocking on a stalled stream would hang on a GPU: the stand-in says so
+ * and fails instead (not sticky, so the process stays usable). */
+static CUresult fake_stall_check(CUresult rc) {
+  if (rc != CUDA_ERROR_NOT_READY) return rc;
+  fprintf(stderr, "fake libcuda: a synchronisation waits for a collective that can never "
+                  "complete (a GPU would hang here)\n");
+  return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
 /* The pinned allocation holding [p, p+n), or NULL. */
 static fake_host *fake_pinned(const char *p, size_t n) {
   for (fake_host *h = fake_hosts; h; h = h->next)
@@ -355,6 +371,14 @@ static CUresult fake_execute(fake_op *op) {
     case FAKE_HOST_FN:
       op->host_fn(op->host_user);
       return CUDA_SUCCESS;
+    case FAKE_GATE:
+      return op->gate(op->host_user) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    case FAKE_MEMSET:
+      if (!fake_range_live(op->dst, op->n, op->dst_device))
+        return fake_violation("cuMemsetD8Async of %zu bytes at %p outside a live allocation of "
+                              "device %d", op->n, (void *)op->dst, op->dst_device);
+      memset(op->dst, (int)op->seq, op->n);
+      return CUDA_SUCCESS;
     case FAKE_KERNEL:
       return fake_kernel_run(&op->launch, op->dst_device);
     case FAKE_WRITE_VALUE:
@@ -379,12 +403,17 @@ static CUresult fake_execute(fake_op *op) {
   return CUDA_ERROR_UNKNOWN;
 }
 
-/* Runs s's work until `upto` operations have run. */
+/* Runs s's work until `upto` operations have run. A gate that is not open
+ * (a collective some participant never joined) stalls the stream there, and
+ * a wait on a stalled stream stalls too: CUDA_ERROR_NOT_READY, with the op
+ * left queued. */
 static CUresult fake_run(CUstream s, unsigned long long upto) {
   while (s->executed < upto && s->head < s->count) {
-    fake_op op = s->ops[s->head++];
-    s->executed++;
+    fake_op op = s->ops[s->head];
     CUresult rc = fake_execute(&op);
+    if (rc == CUDA_ERROR_NOT_READY) return rc;
+    s->head++;
+    s->executed++;
     if (rc != CUDA_SUCCESS) return rc;
   }
   if (s->head == s->count) s->head = s->count = 0;
@@ -560,7 +589,7 @@ static CUresult fake_cuStreamCreate(CUstream *out, unsigned int flags) {
 static CUresult fake_cuStreamDestroy(CUstream s) {
   FAKE_BEGIN(true);
   if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
-  CUresult rc = fake_run(s, s->enqueued); /* queued work completes, as in the driver */
+  CUresult rc = fake_stall_check(fake_run(s, s->enqueued)); /* queued work completes */
   s->destroyed = true;
   free(s->ops);
   s->ops = NULL;
@@ -572,7 +601,7 @@ static CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_BEGIN(true);
   if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (s->capture) return fake_leave(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  return fake_leave(fake_run(s, s->enqueued));
+  return fake_leave(fake_stall_check(fake_run(s, s->enqueued)));
 }
 
 /* Forces nothing, as the driver: NOT_READY while work is queued. */
@@ -637,6 +666,15 @@ static CUresult fake_cuEventRecord(CUevent e, CUstream s) {
 }
 
 static CUresult fake_cuEventSynchronize(CUevent e) {
+  FAKE_BEGIN(true);
+  if (!fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  return fake_leave(e->recorded ? fake_stall_check(fake_run(e->stream, e->seq)) : CUDA_SUCCESS);
+}
+
+/* A real GPU makes progress while the host polls, so a query runs the work
+ * up to the event (the stand-in has no background progress): NOT_READY only
+ * behind a gate that is not open. */
+static CUresult fake_cuEventQuery(CUevent e) {
   FAKE_BEGIN(true);
   if (!fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   return fake_leave(e->recorded ? fake_run(e->stream, e->seq) : CUDA_SUCCESS);
@@ -848,6 +886,15 @@ static CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdev
                    (const void *)(uintptr_t)src, src_ctx->device, n);
 }
 
+static CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
+  FAKE_BEGIN(true);
+  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
+  fake_op op = {.kind = FAKE_MEMSET, .dst = (char *)(uintptr_t)dst, .n = n, .seq = value,
+                .dst_device = s->device};
+  return fake_leave(fake_enqueue(s, op));
+}
+
 /* ---- host functions ---- */
 
 static CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
@@ -863,6 +910,43 @@ static CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
  * driver, it must not call back into the driver. */
 CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
   return fake_cuLaunchHostFunc(s, fn, user);
+}
+
+/* For the stand-in NCCL (fake_nccl.c), which queues each participant's part
+ * of a collective as a gate: gate(user) runs under the fake's lock when the
+ * stream reaches it and returns nonzero once the collective has happened
+ * (it may run other streams up to a position with
+ * kiln_fake_cuda_stream_run); until then the stream stalls there. Returns
+ * the gate's position (the stream's operation count after it), 0 on error. */
+unsigned long long kiln_fake_cuda_launch_gate(CUstream s, int (*gate)(void *), void *user) {
+  CUresult rc = fake_enter("cuLaunchHostFunc", true);
+  if (rc == CUDA_SUCCESS && (!fake_stream_ok(s) || s->capture)) rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS) rc = fake_enqueue(s, (fake_op){.kind = FAKE_GATE, .gate = gate, .host_user = user});
+  unsigned long long at = rc == CUDA_SUCCESS ? s->enqueued : 0;
+  fake_leave(rc);
+  return at;
+}
+
+/* From a gate: runs s until `upto` operations have run (its own gate not
+ * included); 0 on success, 1 if s stalls, -1 on a failure. */
+int kiln_fake_cuda_stream_run(CUstream s, unsigned long long upto) {
+  CUresult rc = fake_run(s, upto);
+  return rc == CUDA_SUCCESS ? 0 : rc == CUDA_ERROR_NOT_READY ? 1 : -1;
+}
+
+/* The device a live stream belongs to, -1 for none (takes the lock). */
+int kiln_fake_cuda_stream_device(CUstream s) {
+  pthread_mutex_lock(&fake_lock);
+  int d = fake_stream_ok(s) ? s->device : -1;
+  pthread_mutex_unlock(&fake_lock);
+  return d;
+}
+
+int kiln_fake_cuda_device_count(void) {
+  pthread_mutex_lock(&fake_lock);
+  int n = fake_initialized ? fake_devices : 0;
+  pthread_mutex_unlock(&fake_lock);
+  return n;
 }
 
 /* For those host functions: whether [p, p+n) lies in one live allocation of
@@ -1273,6 +1357,8 @@ static const struct {
     {"cuEventDestroy", 4000, (void *)fake_cuEventDestroy},
     {"cuEventRecord", 2000, (void *)fake_cuEventRecord},
     {"cuEventSynchronize", 2000, (void *)fake_cuEventSynchronize},
+    {"cuEventQuery", 2000, (void *)fake_cuEventQuery},
+    {"cuMemsetD8Async", 3020, (void *)fake_cuMemsetD8Async},
     {"cuMemPoolCreate", 11020, (void *)fake_cuMemPoolCreate},
     {"cuMemPoolDestroy", 11020, (void *)fake_cuMemPoolDestroy},
     {"cuMemPoolSetAttribute", 11020, (void *)fake_cuMemPoolSetAttribute},
