@@ -29,12 +29,7 @@ kiln_status ktf_batch_cond(kir_program *p, const kir_program *src, const kir_eqn
     if (!v) st = KTF_OOM(op);
     for (int k = 0; !st && k < br->n; k++) st = ktf_batch_sub(op, p, br->v[k], size, b + 1, NULL, &v[k]);
     pr.cond.branches = (kir_program_list){br->n, v};
-    int idx;
-    if (!st) st = kir_add_eqn(p, KIR_PRIM_COND, &pr, n, in, &idx);
-    for (int j = 0; !st && j < no; j++) {
-      y[j] = p->eqns[idx].out[j];
-      ybd[j] = 0;
-    }
+    if (!st) st = ktf_emit_mapped(p, KIR_PRIM_COND, &pr, n, in, no, y, ybd);
   } else if (!st) { /* every branch, then a select per output */
     kir_vid *outs = in + n, *sel = outs + (size_t)br->n * no;
     for (int k = 0; !st && k < br->n; k++) {

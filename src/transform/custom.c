@@ -8,7 +8,6 @@
  * first (the consts). A capture is a constant to the rule: if autodiff
  * finds a tangent on one, it fails (JAX asks for closure_convert there)
  * rather than drop it silently. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "transform/transform.h"
@@ -16,8 +15,6 @@
 typedef struct ktf_custom {
   const kiln_func *f, *jvp, *fwd, *bwd;
 } ktf_custom;
-
-static void ktf_custom_drop(void *user) { free(user); }
 
 /* Adds n invars of avals at position `at` of p's invars. */
 static kiln_status ktf_insert_invars(kir_program *p, int at, int n, kiln_val *const *vals) {
@@ -149,18 +146,10 @@ static kiln_tree *ktf_custom_jvp_fn(kiln_trace *t, const kiln_tree *args, void *
 
 static kiln_status ktf_custom_new(const char *op, kiln_fn fn, const char *prefix, ktf_custom c,
                                   kiln_func **out) {
-  char name[256];
-  snprintf(name, sizeof name, "%s(%s)", prefix, kiln_func_name(c.f));
   ktf_custom *u = malloc(sizeof *u);
   if (!u) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   *u = c;
-  kiln_status st = kiln_func_new(fn, u, name, out);
-  if (st) {
-    free(u);
-    return st;
-  }
-  (*out)->drop = ktf_custom_drop;
-  return KILN_OK;
+  return ktf_func_new(fn, u, prefix, c.f, out);
 }
 
 kiln_status kiln_custom_jvp(const kiln_func *f, const kiln_func *jvp, kiln_func **out) {
@@ -410,12 +399,7 @@ kiln_status ktf_batch_custom_jvp(kir_program *p, const kir_program *src, const k
   pr.custom_jvp.num_consts = nc;
   if (!st) st = ktf_batch_sub(op, p, c->call_jaxpr, size, b, NULL, &pr.custom_jvp.call_jaxpr);
   if (!st) st = ktf_batch_sub(op, p, c->jvp_jaxpr, size, b, NULL, &pr.custom_jvp.jvp_jaxpr);
-  int idx;
-  if (!st) st = kir_add_eqn(p, KIR_PRIM_CUSTOM_JVP_CALL, &pr, n, in, &idx);
-  for (int j = 0; !st && j < e->n_out; j++) {
-    y[j] = p->eqns[idx].out[j];
-    ybd[j] = 0;
-  }
+  if (!st) st = ktf_emit_mapped(p, KIR_PRIM_CUSTOM_JVP_CALL, &pr, n, in, e->n_out, y, ybd);
   free(in);
   free(b);
   return st;
@@ -448,12 +432,7 @@ kiln_status ktf_batch_custom_vjp(kir_program *p, const kir_program *src, const k
     r.axes.axes.n = 1;
     st = kir_emit(bw, KIR_PRIM_REDUCE_SUM, &r, 1, &bw->outvars[i], &bw->outvars[i]);
   }
-  int idx;
-  if (!st) st = kir_add_eqn(p, KIR_PRIM_CUSTOM_VJP_CALL, &pr, n, in, &idx);
-  for (int j = 0; !st && j < e->n_out; j++) {
-    y[j] = p->eqns[idx].out[j];
-    ybd[j] = 0;
-  }
+  if (!st) st = ktf_emit_mapped(p, KIR_PRIM_CUSTOM_VJP_CALL, &pr, n, in, e->n_out, y, ybd);
   free(in);
   free(b);
   return st;

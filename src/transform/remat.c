@@ -13,7 +13,6 @@
  * the pair are only the operands and the saved values; transposing R
  * emits its primal part again (the recomputation, in the backward pass)
  * and transposes the rest. everything_saveable is the plain jvp, inlined. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "transform/transform.h"
@@ -113,16 +112,13 @@ kiln_status ktf_batch_checkpoint(kir_program *p, const kir_program *src, const k
   int n = e->n_in;
   kir_vid *in = malloc((size_t)(n + 1) * sizeof *in);
   int *b = malloc((size_t)(n + 1) * sizeof *b);
-  kir_program *jaxpr = NULL;
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  pr.checkpoint = e->params.checkpoint;
   kiln_status st = in && b ? ktf_batch_operands_front(p, n, x, bd, in, b)
                            : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  if (!st) st = ktf_batch_sub(op, p, e->params.checkpoint.jaxpr, size, b, NULL, &jaxpr);
-  int idx;
-  if (!st) st = ktf_emit_checkpoint(p, &e->params.checkpoint, jaxpr, n, in, &idx);
-  for (int j = 0; !st && j < e->n_out; j++) {
-    y[j] = p->eqns[idx].out[j];
-    ybd[j] = 0;
-  }
+  if (!st) st = ktf_batch_sub(op, p, e->params.checkpoint.jaxpr, size, b, NULL, &pr.checkpoint.jaxpr);
+  if (!st) st = ktf_emit_mapped(p, KIR_PRIM_CHECKPOINT, &pr, n, in, e->n_out, y, ybd);
   free(in);
   free(b);
   return st;
@@ -134,8 +130,6 @@ typedef struct ktf_remat {
   const kiln_func *f;
   kiln_remat_policy policy;
 } ktf_remat;
-
-static void ktf_remat_drop(void *user) { free(user); }
 
 static kiln_tree *ktf_checkpoint_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const ktf_remat *r = user;
@@ -170,15 +164,7 @@ static kiln_status ktf_remat_new(const char *op, kiln_fn fn, const char *prefix,
   if (!r) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   r->f = f;
   r->policy = policy;
-  char name[256];
-  snprintf(name, sizeof name, "%s(%s)", prefix, kiln_func_name(f));
-  kiln_status st = kiln_func_new(fn, r, name, out);
-  if (st) {
-    free(r);
-    return st;
-  }
-  (*out)->drop = ktf_remat_drop;
-  return KILN_OK;
+  return ktf_func_new(fn, r, prefix, f, out);
 }
 
 kiln_status kiln_checkpoint(const kiln_func *f, kiln_remat_policy policy, kiln_func **out) {

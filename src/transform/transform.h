@@ -178,6 +178,14 @@ kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *sr
 kiln_status ktf_vmap(const char *op, kir_program *dst, const kir_program *src, int64_t size,
                      const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
 
+/* A kiln_func named `prefix(f)` over fn that owns (frees) user, a malloc'ed
+ * block; user is freed here too on failure. */
+kiln_status ktf_func_new(kiln_fn fn, void *user, const char *prefix, const kiln_func *f,
+                         kiln_func **out);
+/* Emits prim(in)[params] whose n_out results are all mapped at 0 (vmap). */
+kiln_status ktf_emit_mapped(kir_program *p, kir_prim prim, const kir_params *params, int n,
+                            const kir_vid *in, int n_out, kir_vid *y, int *ybd);
+
 /* f traced over the flattened args of t, with its captures first. */
 typedef struct ktf_traced {
   kiln_val **vals; /* args' leaves */

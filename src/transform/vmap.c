@@ -129,3 +129,14 @@ kiln_status ktf_batched_outs(const char *op, const kir_program *sub, int64_t siz
   kir_program_free(s);
   return st;
 }
+
+kiln_status ktf_emit_mapped(kir_program *p, kir_prim prim, const kir_params *params, int n,
+                            const kir_vid *in, int n_out, kir_vid *y, int *ybd) {
+  int idx;
+  kiln_status st = kir_add_eqn(p, prim, params, n, in, &idx);
+  for (int j = 0; !st && j < n_out; j++) {
+    y[j] = p->eqns[idx].out[j];
+    ybd[j] = 0;
+  }
+  return st;
+}
