@@ -412,6 +412,27 @@ TEST(Checkpoint, SavedResidualCountDropsAsJaxs) {
   EXPECT_GT(n["none"], n["dots"]);
 }
 
+// vmap(grad) of the checkpointed network: the checkpoint batching rule
+// under reverse mode (per-example gradients of the weights).
+TEST(Checkpoint, PerExampleGradientsMatchJax) {
+  Ctx c;
+  Remat r(KILN_REMAT_NOTHING_SAVEABLE);
+  Func net(Net, r.b, "net");
+  kiln_func *g = nullptr, *v = nullptr;
+  int argnums[2] = {1, 2};
+  ASSERT_EQ(kiln_grad(net.f, argnums, 2, 0, &g), KILN_OK);
+  Func gf(g);
+  kiln_tree *in_axes = Tuple({kiln_axis(0), kiln_tree_none(), kiln_tree_none(), kiln_axis(0)});
+  ASSERT_EQ(kiln_vmap(g, in_axes, nullptr, 0, nullptr, &v), KILN_OK);
+  kiln_tree_free(in_axes);
+  Func vf(v);
+  kiln_tree *out = Jit(c, v, NetArgs(c));
+  ASSERT_NE(out, nullptr);
+  ExpectNear(Values<float>(kiln_tree_child(out, 0)), C("remat_vmap", "g_w1"), "g_w1");
+  ExpectNear(Values<float>(kiln_tree_child(out, 1)), C("remat_vmap", "g_w2"), "g_w2");
+  kiln_tree_free(out);
+}
+
 size_t Count(const std::string &text, const std::string &word) {
   size_t k = 0;
   for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) k++;

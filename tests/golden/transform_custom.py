@@ -139,6 +139,11 @@ loss, grads = jax.value_and_grad(plain, argnums=(0, 1, 2))(h0, w1, w2, cc)
 put("remat", "loss", loss)
 for n, g in zip(("g_x", "g_w1", "g_w2"), grads):
   put("remat", n, g)
+# per-example gradients (rows of x and c) of the checkpointed network
+per = jax.vmap(jax.grad(net(jax.checkpoint_policies.nothing_saveable), argnums=(1, 2)),
+               in_axes=(0, None, None, 0))
+for n, g in zip(("g_w1", "g_w2"), per(h0, w1, w2, cc)):
+  put("remat_vmap", n, g)
 pol = jax.checkpoint_policies
 for name, p in (("none", None), ("nothing", pol.nothing_saveable), ("dots", pol.dots_saveable)):
   f = net(p)
