@@ -27,7 +27,7 @@ kiln_status ktf_jvp_cond(const char *op, kir_program *dst, const kir_eqn *e, con
   const kir_program_list *br = &e->params.cond.branches;
   int n = e->n_in - 1, no = e->n_out;
   bool *nz = calloc((size_t)(n + 2 * no + 1), sizeof *nz), *onz = nz + n, *any = onz + no;
-  kir_vid *v = malloc((size_t)(3 * n + 3 * no + 2) * sizeof *v);
+  kir_vid *v = malloc((size_t)(4 * n + 2 * no + 2) * sizeof *v);
   kir_program **tb = kir_alloc(dst, (size_t)br->n * sizeof *tb);
   kiln_status st = nz && v && tb ? KILN_OK : KTF_OOM(op);
   for (int i = 0; !st && i < n; i++) nz[i] = tx[1 + i] != KIR_NO_VAR;
@@ -92,7 +92,7 @@ kiln_status ktf_transpose_cond(kir_program *p, const kir_program *src, const kir
   int n = e->n_in - 1, no = e->n_out;
   if (lin[0]) return kcore_fail(KILN_ERR_INTERNAL, "%s: the index is linear", op);
   kir_program **tb = kir_alloc(p, (size_t)br->n * sizeof *tb);
-  kir_vid *v = malloc((size_t)(2 * n + 2 * no + 2) * sizeof *v);
+  kir_vid *v = malloc((size_t)(3 * n + 2 * no + 2) * sizeof *v);
   kiln_status st = tb && v ? KILN_OK : KTF_OOM(op);
   kir_vid *bx = v, *bct = v + n, *bout = bct + no, *in = bout + n;
   int nl = 0;

@@ -19,7 +19,7 @@ kiln_status ktf_batch_cond(kir_program *p, const kir_program *src, const kir_eqn
   static const char op[] = "vmap of cond";
   const kir_program_list *br = &e->params.cond.branches;
   int n = e->n_in, no = e->n_out;
-  kir_vid *in = malloc((size_t)(n + (size_t)br->n * no + no + 2) * sizeof *in);
+  kir_vid *in = malloc((size_t)(n + (size_t)br->n * no + br->n + 2) * sizeof *in);
   int *b = malloc((size_t)(n + no + 1) * sizeof *b), *obd = b ? b + n : NULL;
   kiln_status st = in && b ? ktf_batch_operands_front(p, n, x, bd, in, b) : KTF_OOM(op);
   if (!st && b[0] < 0) { /* one cond of batched branches */
