@@ -210,6 +210,7 @@ class Gen {
         if ((x = VarIn(s, KIR_DT_BOOL | KIR_DT_INT)) != KIR_NO_VAR) Add(s, KIR_PRIM_NOT, nullptr, {x});
         if ((x = VarIn(s, KIR_DT_INT)) != KIR_NO_VAR)
           Add(s, KIR_PRIM_POPULATION_COUNT, nullptr, {x});
+        if ((x = VarIn(s, KIR_DT_ANY)) != KIR_NO_VAR) Add(s, KIR_PRIM_STOP_GRADIENT, nullptr, {x});
         break;
       case 3:
         if ((x = VarIn(s, KIR_DT_FLOAT)) != KIR_NO_VAR) {
@@ -627,15 +628,77 @@ class Gen {
     Add(s, KIR_PRIM_SCAN, &par, ops);
   }
 
+  // A sub-program over types that returns its invars picked by `outs`.
+  kir_program *Passing(Scope &s, const std::vector<kir_aval> &types, const std::vector<int> &outs) {
+    std::vector<kir_vid> iv, ov;
+    kir_program *sub = SubProgram(s, types, 0, &iv);
+    for (int i : outs) ov.push_back(iv[i]);
+    EXPECT_EQ(kir_set_outputs(sub, (int)ov.size(), ov.data()), KILN_OK);
+    return sub;
+  }
+
+  // checkpoint, custom_jvp_call, custom_vjp_call, custom_lin over 1-2 args:
+  // each returns its first argument (checkpoint's body computes a little).
+  void Calls(Scope &s) {
+    std::vector<kir_vid> args = Operands(s, 1, 2);
+    std::vector<kir_aval> in = TypesOf(s, args), twice = in, with_ct = in;
+    int n = (int)in.size();
+    twice.insert(twice.end(), in.begin(), in.end());
+    with_ct.push_back(in[0]);
+    std::vector<int> all;
+    for (int i = 0; i < n; i++) all.push_back(i);
+    kir_params par = Zero();
+    switch (Int(0, 3)) {
+      case 0: {
+        std::vector<kir_vid> bv;
+        kir_program *body = SubProgram(s, in, Int(0, 2), &bv);
+        Scope bs{body, scratch_pool_, s.depth + 1};
+        kir_vid out = Keep(bs, bv[0]);
+        EXPECT_EQ(kir_set_outputs(body, 1, &out), KILN_OK);
+        par.checkpoint.jaxpr = body;
+        par.checkpoint.policy = Int(0, 2);
+        par.checkpoint.prevent_cse = Coin();
+        Add(s, KIR_PRIM_CHECKPOINT, &par, args);
+        break;
+      }
+      case 1:
+        par.custom_jvp.call_jaxpr = Passing(s, in, {0});
+        par.custom_jvp.jvp_jaxpr = Passing(s, twice, {0, n});
+        Add(s, KIR_PRIM_CUSTOM_JVP_CALL, &par, args);
+        break;
+      case 2: {
+        std::vector<int> fwd = {0};
+        fwd.insert(fwd.end(), all.begin(), all.end());
+        par.custom_vjp.call_jaxpr = Passing(s, in, {0});
+        par.custom_vjp.fwd_jaxpr = Passing(s, in, fwd);
+        par.custom_vjp.bwd_jaxpr = Passing(s, with_ct, all);
+        Add(s, KIR_PRIM_CUSTOM_VJP_CALL, &par, args);
+        break;
+      }
+      default: {
+        kir_aval out = in[0];
+        out.weak = false;
+        par.custom_lin.bwd_jaxpr = Passing(s, with_ct, all);
+        par.custom_lin.num_res = n;
+        par.custom_lin.out_avals.n = 1;
+        par.custom_lin.out_avals.v = &out;
+        std::vector<kir_vid> ops = args;
+        ops.insert(ops.end(), args.begin(), args.end());
+        Add(s, KIR_PRIM_CUSTOM_LIN, &par, ops);
+      }
+    }
+  }
+
   void Body(Scope &s, int n_eqns) {
     for (int i = 0; i < n_eqns; i++) {
-      int r = Int(0, s.depth < 2 ? 9 : 6);
+      int r = Int(0, s.depth < 2 ? 10 : 6);
       if (r <= 2) Elementwise(s);
       else if (r <= 4) Structure(s);
       else if (r == 5) Reduction(s);
       else if (r == 6) Effects(s);
       else if (r == 7) Cond(s);
       else if (r == 8) While(s);
+      else if (r == 9) Calls(s);
       else Scan(s);
     }
   }

@@ -71,6 +71,9 @@ kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *sh
 #define KILN_DECLARE_UNARY(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *x);
 KILN_UNARY_OPS(KILN_DECLARE_UNARY)
 #undef KILN_DECLARE_UNARY
+/* lax.stop_gradient: x, seen by autodiff as a constant (zero tangent and
+ * cotangent); integer and bool x is returned as it is. */
+kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x);
 
 /* ---- elementwise binary (broadcasting, promotion) ---- */
 #define KILN_BINARY_OPS(X)                                                                \

@@ -58,6 +58,38 @@ kiln_status kiln_jacfwd(const kiln_func *f, int argnum, kiln_func **out);
 kiln_status kiln_jacrev(const kiln_func *f, int argnum, kiln_func **out);
 /* jax.hessian: jacfwd(jacrev(f, argnum), argnum). */
 kiln_status kiln_hessian(const kiln_func *f, int argnum, kiln_func **out);
+/* jax.custom_jvp: a function that computes f but whose derivatives come
+ * from jvp. jvp takes the pair (primals, tangents), primals f's args and
+ * tangents of the same structure and types, and returns the pair (f's
+ * outputs, their tangents); it must be linear in the tangents for reverse
+ * mode. Works under jit, vmap and every transformation (higher orders
+ * differentiate the rule). Values f or jvp capture from an enclosing trace
+ * are constants to the rule: differentiating with respect to one is an
+ * error (pass it as an argument). f and jvp must outlive the result. */
+kiln_status kiln_custom_jvp(const kiln_func *f, const kiln_func *jvp, kiln_func **out);
+/* jax.custom_vjp: f whose reverse-mode derivative comes from fwd and bwd.
+ * fwd takes f's args and returns the pair (f's outputs, residuals), any
+ * tree of arrays; bwd takes the pair (residuals, output cotangents) and
+ * returns the args' cotangents (a tree of the args' structure). Forward
+ * mode (kiln_jvp) of it is an error, as in JAX. */
+kiln_status kiln_custom_vjp(const kiln_func *f, const kiln_func *fwd, const kiln_func *bwd,
+                            kiln_func **out);
+/* jax.checkpoint's policies: what reverse mode may keep from the forward
+ * pass of a checkpointed function rather than recompute it. */
+typedef enum kiln_remat_policy {
+  KILN_REMAT_NOTHING_SAVEABLE = 0, /* recompute everything (the default) */
+  KILN_REMAT_DOTS_SAVEABLE = 1,    /* keep dot_general results */
+  KILN_REMAT_EVERYTHING_SAVEABLE = 2 /* keep everything: no rematerialization */
+} kiln_remat_policy;
+/* jax.checkpoint (remat): f, whose reverse-mode derivative recomputes f's
+ * intermediate values in the backward pass instead of saving them. */
+kiln_status kiln_checkpoint(const kiln_func *f, kiln_remat_policy policy, kiln_func **out);
+/* jax.ad_checkpoint.saved_residuals as a function: called with f's args,
+ * it returns a tuple of the values reverse mode (vjp with respect to every
+ * floating leaf) saves from the forward pass for the backward pass,
+ * arguments included. */
+kiln_status kiln_saved_residuals(const kiln_func *f, kiln_func **out);
+
 /* An in_axes/out_axes leaf for axis a (-KILN_MAX_RANK-1 <= a <= KILN_MAX_RANK);
  * NULL when out of range. Free it with kiln_tree_free or hand it to a
  * tree. */

@@ -378,6 +378,9 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
     return kcg_strf(c, "((kiln_bool)(%s %s %s))", a, cmp, b);
   }
   switch (e->prim) {
+    case KIR_PRIM_STOP_GRADIENT: /* the identity; only autodiff tells it apart */
+      *exact = true;
+      return a;
     case KIR_PRIM_NEG:
       *exact = true;
       return fl ? kcg_strf(c, "(-%s)", a) : kcg_strf(c, "kiln_neg_%s(%s)", s, a);

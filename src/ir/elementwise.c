@@ -43,6 +43,7 @@ static const unsigned kir_accepts[KIR_NUM_PRIMS] = {
     [KIR_PRIM_IS_FINITE] = KIR_DT_FLOAT,
     [KIR_PRIM_NOT] = KIR_DT_BOOL | KIR_DT_INT,
     [KIR_PRIM_POPULATION_COUNT] = KIR_DT_INT,
+    [KIR_PRIM_STOP_GRADIENT] = KIR_DT_ANY,
     [KIR_PRIM_ADD] = KIR_DT_NUM,
     [KIR_PRIM_SUB] = KIR_DT_NUM,
     [KIR_PRIM_MUL] = KIR_DT_NUM,
@@ -506,6 +507,11 @@ static inline double kir_ew_f_neg(const kir_ew_op *op, double a) {
   return -a;
 }
 
+static inline double kir_ew_f_stop_gradient(const kir_ew_op *op, double a) {
+  (void)op;
+  return a;
+}
+
 static inline double kir_ew_f_abs(const kir_ew_op *op, double a) {
   (void)op;
   return fabs(a);
@@ -710,6 +716,7 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_FCMP)
   }
 /* clang-format off */
 KIR_EW_DEFINE_PURE1(i_neg, 0 - a.u)
+KIR_EW_DEFINE_PURE1(i_stop_gradient, a.u)
 KIR_EW_DEFINE_PURE1(i_abs, a.i < 0 ? 0 - a.u : a.u)
 KIR_EW_DEFINE_PURE2(i_add, a.u + b.u)
 KIR_EW_DEFINE_PURE2(i_sub, a.u - b.u)
@@ -825,7 +832,8 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_ICMP)
   X(ERF_INV, f_erf_inv, F1) X(IS_FINITE, f_is_finite, FB1) X(ADD, f_add, F2)                \
   X(SUB, f_sub, F2) X(MUL, f_mul, F2) X(DIV, f_div, F2) X(REM, f_rem, F2) X(MAX, f_max, F2) \
   X(MIN, f_min, F2) X(ATAN2, f_atan2, F2) X(NEXTAFTER, f_nextafter, F2) X(EQ, f_eq, FB2)    \
-  X(NE, f_ne, FB2) X(LT, f_lt, FB2) X(LE, f_le, FB2) X(GT, f_gt, FB2) X(GE, f_ge, FB2)
+  X(NE, f_ne, FB2) X(LT, f_lt, FB2) X(LE, f_le, FB2) X(GT, f_gt, FB2) X(GE, f_ge, FB2)    \
+  X(STOP_GRADIENT, f_stop_gradient, F1)
 
 #define KIR_EW_INT_OPS(X)                                                                   \
   X(NEG, i_neg, I1) X(ABS, i_abs, I1) X(SIGN, i_sign, I1) X(NOT, i_not, I1)                 \
@@ -834,7 +842,8 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_ICMP)
   X(AND, i_and, I2) X(OR, i_or, I2) X(XOR, i_xor, I2) X(SHIFT_LEFT, i_shift_left, I2)       \
   X(SHIFT_RIGHT_LOGICAL, i_shift_right_logical, I2)                                         \
   X(SHIFT_RIGHT_ARITHMETIC, i_shift_right_arithmetic, I2) X(EQ, i_eq, I2) X(NE, i_ne, I2)   \
-  X(LT, i_lt, I2) X(LE, i_le, I2) X(GT, i_gt, I2) X(GE, i_ge, I2)
+  X(LT, i_lt, I2) X(LE, i_le, I2) X(GT, i_gt, I2) X(GE, i_ge, I2)                          \
+  X(STOP_GRADIENT, i_stop_gradient, I1)
 /* clang-format on */
 
 #define KIR_EW_DEFINE_ROW(PRIM, name, SHAPE)                                                \

@@ -339,7 +339,7 @@ void kir_elementwise_ad(kir_ad_rules *r) {
       KIR_PRIM_NOT, KIR_PRIM_POPULATION_COUNT, KIR_PRIM_AND, KIR_PRIM_OR, KIR_PRIM_XOR,
       KIR_PRIM_SHIFT_LEFT, KIR_PRIM_SHIFT_RIGHT_LOGICAL, KIR_PRIM_SHIFT_RIGHT_ARITHMETIC,
       KIR_PRIM_NEXTAFTER, KIR_PRIM_EQ, KIR_PRIM_NE, KIR_PRIM_LT, KIR_PRIM_LE, KIR_PRIM_GT,
-      KIR_PRIM_GE, KIR_PRIM_BITCAST_CONVERT_TYPE};
+      KIR_PRIM_GE, KIR_PRIM_BITCAST_CONVERT_TYPE, KIR_PRIM_STOP_GRADIENT};
   for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) r->jvp[zero[i]] = kir_ad_jvp_zero;
   static const kir_prim binary[] = {KIR_PRIM_ADD, KIR_PRIM_SUB, KIR_PRIM_MUL,   KIR_PRIM_DIV,
                                     KIR_PRIM_MAX, KIR_PRIM_MIN, KIR_PRIM_ATAN2, KIR_PRIM_REM,

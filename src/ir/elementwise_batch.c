@@ -40,8 +40,18 @@ static kiln_status batch_elementwise(kir_program *p, const kir_program *src, con
   return st;
 }
 
+/* stop_gradient is the identity: the mapped axis stays where it is. */
+static kiln_status batch_stop_gradient(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                       int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                       int *ybd) {
+  (void)src, (void)e, (void)size;
+  ybd[0] = bd[0];
+  return kir_emit1(p, KIR_PRIM_STOP_GRADIENT, x[0], &y[0]);
+}
+
 void kir_elementwise_batch(kir_ad_rules *r) {
   for (int i = 0; i < KIR_NUM_PRIMS; i++)
     if (kir_prim_get((kir_prim)i)->family == KIR_FAMILY_ELEMENTWISE) r->batch[i] = batch_elementwise;
   r->batch[KIR_PRIM_THREEFRY2X32] = batch_elementwise;
+  r->batch[KIR_PRIM_STOP_GRADIENT] = batch_stop_gradient;
 }

@@ -300,6 +300,41 @@ typedef struct kir_p_scan {
   int64_t num_consts;
   bool reverse;
 } kir_p_scan;
+/* custom_jvp_call: call_jaxpr maps (*consts, *args) -> outs; jvp_jaxpr
+ * maps (*consts, *args, *arg tangents) -> (*outs, *out tangents). */
+typedef struct kir_p_custom_jvp {
+  kir_program *call_jaxpr;
+  kir_program *jvp_jaxpr;
+  int64_t num_consts;
+} kir_p_custom_jvp;
+/* custom_vjp_call: call_jaxpr (*consts, *args) -> outs; fwd_jaxpr
+ * (*consts, *args) -> (*outs, *residuals); bwd_jaxpr (*consts,
+ * *residuals, *out cotangents) -> arg cotangents. */
+typedef struct kir_p_custom_vjp {
+  kir_program *bwd_jaxpr;
+  kir_program *call_jaxpr;
+  kir_program *fwd_jaxpr;
+  int64_t num_consts;
+} kir_p_custom_vjp;
+/* custom_lin: bwd_jaxpr as above; out_avals the output tangents' types. */
+typedef struct kir_p_custom_lin {
+  kir_program *bwd_jaxpr;
+  int64_t num_consts;
+  int64_t num_res;
+  kir_aval_list out_avals;
+} kir_p_custom_lin;
+/* jax.checkpoint's policies: which values of jaxpr reverse mode may save. */
+typedef enum kir_remat_policy {
+  KIR_REMAT_NOTHING_SAVEABLE = 0,
+  KIR_REMAT_DOTS_SAVEABLE = 1,
+  KIR_REMAT_EVERYTHING_SAVEABLE = 2
+} kir_remat_policy;
+/* checkpoint: jaxpr maps the operands to the results. */
+typedef struct kir_p_checkpoint {
+  kir_program *jaxpr;
+  int64_t policy; /* kir_remat_policy */
+  bool prevent_cse;
+} kir_p_checkpoint;
 typedef struct kir_p_debug_print { const char *fmt; /* arena */ } kir_p_debug_print;
 /* callback is an id the caller resolves (an index into its table of host
  * functions); result_avals are the callback's outputs. */
@@ -334,6 +369,10 @@ typedef struct kir_p_host_callback {
   X(WHILE, while_loop, kir_p_while)                    \
   X(SCAN, scan, kir_p_scan)                            \
   X(DEBUG_PRINT, debug_print, kir_p_debug_print)       \
+  X(CUSTOM_JVP, custom_jvp, kir_p_custom_jvp)          \
+  X(CUSTOM_VJP, custom_vjp, kir_p_custom_vjp)          \
+  X(CUSTOM_LIN, custom_lin, kir_p_custom_lin)          \
+  X(CHECKPOINT, checkpoint, kir_p_checkpoint)          \
   X(HOST_CALLBACK, host_callback, kir_p_host_callback)
 
 typedef enum kir_param_kind {
@@ -474,6 +513,9 @@ KIR_DECLARE_RULE(kir_rule_while)
 KIR_DECLARE_RULE(kir_rule_scan)
 KIR_DECLARE_RULE(kir_rule_debug_print)
 KIR_DECLARE_RULE(kir_rule_host_callback)
+/* call.c */
+KIR_DECLARE_RULE(kir_rule_call)
+KIR_DECLARE_RULE(kir_rule_custom_lin)
 /* rng.c */
 KIR_DECLARE_RULE(kir_rule_threefry2x32)
 #undef KIR_DECLARE_RULE
@@ -697,6 +739,7 @@ void kir_reduce_evals(kir_eval_table *t);
 void kir_dot_evals(kir_eval_table *t);
 void kir_control_evals(kir_eval_table *t);
 void kir_rng_evals(kir_eval_table *t);
+void kir_call_evals(kir_eval_table *t);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator

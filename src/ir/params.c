@@ -49,6 +49,18 @@ static const kir_field kir_f_while[] = {F(while_loop, body_jaxpr, PROGRAM),
 static const kir_field kir_f_scan[] = {F(scan, jaxpr, PROGRAM), F(scan, length, INT),
                                        F(scan, num_carry, INT), F(scan, num_consts, INT),
                                        F(scan, reverse, BOOL)};
+static const kir_field kir_f_custom_jvp[] = {F(custom_jvp, call_jaxpr, PROGRAM),
+                                             F(custom_jvp, jvp_jaxpr, PROGRAM),
+                                             F(custom_jvp, num_consts, INT)};
+static const kir_field kir_f_custom_vjp[] = {
+    F(custom_vjp, bwd_jaxpr, PROGRAM), F(custom_vjp, call_jaxpr, PROGRAM),
+    F(custom_vjp, fwd_jaxpr, PROGRAM), F(custom_vjp, num_consts, INT)};
+static const kir_field kir_f_custom_lin[] = {
+    F(custom_lin, bwd_jaxpr, PROGRAM), F(custom_lin, num_consts, INT),
+    F(custom_lin, num_res, INT), F(custom_lin, out_avals, AVALS)};
+static const kir_field kir_f_checkpoint[] = {F(checkpoint, jaxpr, PROGRAM),
+                                             F(checkpoint, policy, INT),
+                                             F(checkpoint, prevent_cse, BOOL)};
 static const kir_field kir_f_debug_print[] = {F(debug_print, fmt, STRING)};
 static const kir_field kir_f_host_callback[] = {F(host_callback, callback, INT),
                                                 F(host_callback, result_avals, AVALS)};
@@ -86,6 +98,10 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_SCAN] = KIR_FIELDS(kir_f_scan),
     [KIR_PARAMS_DEBUG_PRINT] = KIR_FIELDS(kir_f_debug_print),
     [KIR_PARAMS_HOST_CALLBACK] = KIR_FIELDS(kir_f_host_callback),
+    [KIR_PARAMS_CUSTOM_JVP] = KIR_FIELDS(kir_f_custom_jvp),
+    [KIR_PARAMS_CUSTOM_VJP] = KIR_FIELDS(kir_f_custom_vjp),
+    [KIR_PARAMS_CUSTOM_LIN] = KIR_FIELDS(kir_f_custom_lin),
+    [KIR_PARAMS_CHECKPOINT] = KIR_FIELDS(kir_f_checkpoint),
 };
 #undef KIR_FIELDS
 

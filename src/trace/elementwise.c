@@ -92,6 +92,13 @@ kiln_val *kiln_round(kiln_trace *t, kiln_val *x) {
   return ktr_bind(t, "kiln_round", KIR_PRIM_ROUND, &p, 1, &x, 1, NULL);
 }
 
+/* lax.stop_gradient: the identity on values, a constant to autodiff;
+ * integer and bool values have no tangent and pass through unbound. */
+kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x) {
+  if (x && !kiln_dtype_is_float(kiln_val_dtype(x))) return x;
+  return ktr_bind(t, "kiln_stop_gradient", KIR_PRIM_STOP_GRADIENT, NULL, 1, &x, 1, NULL);
+}
+
 /* ---- binary: promote, broadcast, bind ---- */
 
 static kiln_val *ktr_binary(kiln_trace *t, const char *op, kir_prim prim, kiln_val *a,

@@ -17,17 +17,21 @@ typedef struct ktf_fn {
 
 static void ktf_drop(void *user) { free(user); }
 
-/* A kiln_func named `prefix(f)` over fn that owns g. */
-static kiln_status ktf_wrap(kiln_fn fn, ktf_fn *g, const char *prefix, kiln_func **out) {
+kiln_status ktf_func_new(kiln_fn fn, void *user, const char *prefix, const kiln_func *f,
+                         kiln_func **out) {
   char name[256];
-  snprintf(name, sizeof name, "%s(%s)", prefix, kiln_func_name(g->f));
-  kiln_status st = kiln_func_new(fn, g, name, out);
+  snprintf(name, sizeof name, "%s(%s)", prefix, kiln_func_name(f));
+  kiln_status st = kiln_func_new(fn, user, name, out);
   if (st) {
-    free(g);
+    free(user);
     return st;
   }
   (*out)->drop = ktf_drop;
   return KILN_OK;
+}
+
+static kiln_status ktf_wrap(kiln_fn fn, ktf_fn *g, const char *prefix, kiln_func **out) {
+  return ktf_func_new(fn, g, prefix, g->f, out);
 }
 
 void ktf_traced_free(ktf_traced *tr) {

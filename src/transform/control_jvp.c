@@ -7,8 +7,7 @@
 #include <string.h>
 #include "transform/transform.h"
 
-/* Which outputs of prog's jvp are non-zero for the non-zero inputs nz. */
-static kiln_status ktf_nonzero_outs(const char *op, const kir_program *prog, const bool *nz,
+kiln_status ktf_nonzero_outs(const char *op, const kir_program *prog, const bool *nz,
                                     bool *out_nz) {
   kir_program *s = NULL;
   int ni = prog->n_invars, no = prog->n_outvars;

@@ -33,11 +33,130 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
 kiln_status ktf_vjp(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
                     const bool *diff, const kir_vid *ct, kir_vid *y, kir_vid *ct_x);
 
-/* jvp of a while equation e (of some program) into dst: x and tx are its
- * operands and their tangents as dst vars; writes its results (from a new
- * loop that carries the tangents too) to y and their tangents to ty. */
+/* The jvp of src as its own program J: invars (src's invars, then the
+ * tangents of the diff ones), outputs (src's outputs, then the non-zero
+ * output tangents; has_t[i] says whether output i has one), cleaned by CSE
+ * and DCE. The caller frees J. */
+kiln_status ktf_linearize(const char *op, const kir_program *src, const bool *diff,
+                          kir_program **out, bool *has_t);
+
+/* A growable list of dst vars (malloc'ed; free v). */
+typedef struct ktf_residuals {
+  kir_vid *v;
+  int n;
+} ktf_residuals;
+
+/* Marks the vars and equations of J that depend on the invars marked
+ * lin_in; fails when one of them cannot be transposed (while, or a
+ * primitive without a transpose rule). */
+void ktf_mark_linear(const kir_program *J, const bool *lin_in, bool *lin, bool *lin_eqn);
+kiln_status ktf_linear_vars(const char *op, const kir_program *J, const bool *lin_in, bool *lin,
+                            bool *lin_eqn);
+/* Partial evaluation and transposition of J, linear in its invars marked
+ * lin_in: the known part (what does not depend on them) is emitted into
+ * dst over x (dst vars for the other invars), then the linear part is
+ * transposed against ct (one per output of J, KIR_NO_VAR for zero). Writes
+ * the known outputs to y (may be NULL; KIR_NO_VAR for linear ones), the
+ * cotangents of the linear invars to ct_in (one per invar; KIR_NO_VAR for
+ * zeros and the others) and, when res is not NULL, appends the known
+ * values the linear part reads (the residuals a backward pass saves). */
+kiln_status ktf_transpose_linear(const char *op, kir_program *dst, const kir_program *J,
+                                 const bool *lin_in, const kir_vid *x, const kir_vid *ct,
+                                 kir_vid *y, kir_vid *ct_in, ktf_residuals *res);
+/* ktf_vjp that also lists the residuals (res may be NULL). */
+kiln_status ktf_vjp_residuals(const char *op, kir_program *dst, const kir_program *src,
+                              const kir_vid *x, const bool *diff, const kir_vid *ct, kir_vid *y,
+                              kir_vid *ct_x, ktf_residuals *res);
+
+/* A jvp rule that emits the primal computation too (for primitives whose
+ * primal results come out of the rule, such as a loop carrying tangents):
+ * x and tx are e's operands and their tangents as dst vars (KIR_NO_VAR:
+ * zero); writes the results to y and their tangents to ty. */
+typedef kiln_status (*ktf_jvp_full_fn)(const char *op, kir_program *dst, const kir_eqn *e,
+                                       const kir_vid *x, const kir_vid *tx, kir_vid *y,
+                                       kir_vid *ty);
+/* The rules of the primitives whose rules transform sub-programs (NULL:
+ * none, use kir_ad_rules); transpose and batch fall back to kir_ad_rules. */
+ktf_jvp_full_fn ktf_jvp_full_rule(kir_prim prim);
+kir_transpose_fn ktf_transpose_rule(kir_prim prim);
+kir_batch_fn ktf_batch_rule(kir_prim prim);
+
+/* while: a new loop that carries the tangents too (control_jvp.c). */
 kiln_status ktf_jvp_while(const char *op, kir_program *dst, const kir_eqn *e, const kir_vid *x,
                           const kir_vid *tx, kir_vid *y, kir_vid *ty);
+/* custom_jvp_call, custom_vjp_call, custom_lin (custom.c) */
+kiln_status ktf_jvp_custom_jvp(const char *op, kir_program *dst, const kir_eqn *e,
+                               const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_jvp_custom_vjp(const char *op, kir_program *dst, const kir_eqn *e,
+                               const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_jvp_custom_lin(const char *op, kir_program *dst, const kir_eqn *e,
+                               const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_transpose_custom_lin(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                     const bool *lin, const kir_vid *x, const kir_vid *ct,
+                                     kir_vid *ct_x);
+kiln_status ktf_batch_custom_jvp(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                 int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                 int *ybd);
+kiln_status ktf_batch_custom_vjp(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                 int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                 int *ybd);
+/* cond and scan (control_ad.c) */
+kiln_status ktf_jvp_cond(const char *op, kir_program *dst, const kir_eqn *e, const kir_vid *x,
+                         const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_transpose_cond(kir_program *p, const kir_program *src, const kir_eqn *e,
+                               const bool *lin, const kir_vid *x, const kir_vid *ct,
+                               kir_vid *ct_x);
+kiln_status ktf_jvp_scan(const char *op, kir_program *dst, const kir_eqn *e, const kir_vid *x,
+                         const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_transpose_scan(kir_program *p, const kir_program *src, const kir_eqn *e,
+                               const bool *lin, const kir_vid *x, const kir_vid *ct,
+                               kir_vid *ct_x);
+kiln_status ktf_batch_cond(kir_program *p, const kir_program *src, const kir_eqn *e,
+                           int64_t size, const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
+kiln_status ktf_batch_scan(kir_program *p, const kir_program *src, const kir_eqn *e,
+                           int64_t size, const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
+/* checkpoint (remat.c) */
+kiln_status ktf_jvp_checkpoint(const char *op, kir_program *dst, const kir_eqn *e,
+                               const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_transpose_checkpoint(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                     const bool *lin, const kir_vid *x, const kir_vid *ct,
+                                     kir_vid *ct_x);
+kiln_status ktf_batch_checkpoint(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                 int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                 int *ybd);
+
+/* Which outputs of prog's jvp are non-zero for the non-zero inputs nz. */
+kiln_status ktf_nonzero_outs(const char *op, const kir_program *prog, const bool *nz,
+                             bool *out_nz);
+/* live[v] for the vars of J that its n vars outs need (effects kept);
+ * equations marked in skip_eqn (may be NULL) keep their outputs live but
+ * not their operands. */
+void ktf_mark_live(const kir_program *J, int n, const kir_vid *outs, const bool *skip_eqn,
+                   bool *live);
+/* A new sub-program of dst over n invars standing for the vars `from` of
+ * J, with J's equations that `live` needs (less those in skip_eqn) and the
+ * n_out vars outs of J as outputs. */
+kiln_status ktf_extract(const char *op, kir_program *dst, const kir_program *J, int n,
+                        const kir_vid *from, const bool *live, const bool *skip_eqn, int n_out,
+                        const kir_vid *outs, kir_program **out);
+/* Emits src applied to x (dst vars for its invars) into dst, its outputs
+ * to y. */
+kiln_status ktf_inline(const char *op, kir_program *dst, const kir_program *src, const kir_vid *x,
+                       kir_vid *y);
+/* A new sub-program of dst that is sub batched (vmap) with its invar i
+ * mapped at axis 0 where bd[i] is 0 (-1: not mapped), every output i with
+ * force[i] (force NULL: every output) mapped at axis 0 (broadcast where it
+ * does not depend on the mapped inputs); the others must come out
+ * unmapped. */
+kiln_status ktf_batch_sub(const char *op, kir_program *dst, const kir_program *sub, int64_t size,
+                          const int *bd, const bool *force, kir_program **out);
+/* Where sub's outputs come out mapped (ybd, -1: not) when its invars are
+ * mapped as bd says (0 or -1). */
+kiln_status ktf_batched_outs(const char *op, const kir_program *sub, int64_t size, const int *bd,
+                             int *ybd);
+/* x with its mapped axis moved to 0 (bd[i] becomes 0 or stays -1). */
+kiln_status ktf_batch_operands_front(kir_program *p, int n, const kir_vid *x, const int *bd,
+                                     kir_vid *out, int *out_bd);
 
 /* A var map from one program's vars to another's (KIR_NO_VAR: not yet
  * defined); literals are copied on first use. */
@@ -58,6 +177,14 @@ kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *sr
  * outputs to y with their mapped axis at ybd (-1: not mapped). */
 kiln_status ktf_vmap(const char *op, kir_program *dst, const kir_program *src, int64_t size,
                      const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
+
+/* A kiln_func named `prefix(f)` over fn that owns (frees) user, a malloc'ed
+ * block; user is freed here too on failure. */
+kiln_status ktf_func_new(kiln_fn fn, void *user, const char *prefix, const kiln_func *f,
+                         kiln_func **out);
+/* Emits prim(in)[params] whose n_out results are all mapped at 0 (vmap). */
+kiln_status ktf_emit_mapped(kir_program *p, kir_prim prim, const kir_params *params, int n,
+                            const kir_vid *in, int n_out, kir_vid *y, int *ybd);
 
 /* f traced over the flattened args of t, with its captures first. */
 typedef struct ktf_traced {

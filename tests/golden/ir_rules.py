@@ -30,6 +30,7 @@ jax.config.update("jax_platforms", "cpu")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax._src import ad_util  # noqa: E402
 from jax._src.lax import control_flow as CF  # noqa: E402
 from jax._src.lax import lax as L  # noqa: E402
 from jax._src.lax import slicing as S  # noqa: E402
@@ -137,6 +138,8 @@ def jax_value(v):
 def prim_of(name):
     if name == "scatter-add":
         return S.scatter_add_p
+    if name == "stop_gradient":
+        return ad_util.stop_gradient_p
     for mod in (L, S, SP, CF, TF):
         p = getattr(mod, name + "_p", None)
         if p is not None:
@@ -205,6 +208,8 @@ for t in ["bool[3]", "u16[2]", "i64[]", "f32[2]"]:
     case("not", t)
 for t in ["i8[3]", "u64[2]", "bool[2]", "f32[]"]:
     case("population_count", t)
+for t in ["f32[2,3]", "~f32[]", "bf16[4]", "i32[3]", "bool[2]"]:
+    case("stop_gradient", t)
 case("round", "f32[3]", rounding_method=0)
 case("round", "~f16[2,2]", rounding_method=1)
 case("round", "i32[3]", rounding_method=1)
