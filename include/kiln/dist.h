@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "kiln/array.h"
 #include "kiln/device.h"
 #include "kiln/status.h"
 
@@ -50,12 +51,18 @@ const char *kiln_pspec_entry_axis(const kiln_pspec *spec, int dim, int k);
 /* Writes JAX's spelling, e.g. "PartitionSpec('data', None)"; returns buf. */
 char *kiln_pspec_format(const kiln_pspec *spec, char *buf, size_t cap);
 
-/* A named sharding keeps a copy of spec and borrows mesh (which must outlive
- * it). An axis used twice in spec, or a name the mesh lacks, is an error. */
+/* A named sharding keeps a copy of spec and a reference to mesh (the mesh
+ * lives until its last sharding, and every array laid out by one, is
+ * freed; kiln_mesh_free drops the caller's reference). An axis used twice
+ * in spec, or a name the mesh lacks, is an error. */
 kiln_status kiln_sharding_named(kiln_mesh *mesh, const kiln_pspec *spec, kiln_sharding **out);
 kiln_status kiln_sharding_replicated(kiln_mesh *mesh, kiln_sharding **out);
 kiln_status kiln_sharding_single(kiln_device *device, kiln_sharding **out);
 void kiln_sharding_free(kiln_sharding *s);
+kiln_status kiln_sharding_copy(const kiln_sharding *s, kiln_sharding **out);
+/* 1 when both lay arrays out alike: the same kind, the same devices on the
+ * same mesh axes, the same spec ignoring trailing Nones (JAX's ==). */
+int kiln_sharding_equal(const kiln_sharding *a, const kiln_sharding *b);
 /* The devices holding shards, in mesh order (one for a single-device one). */
 int64_t kiln_sharding_device_count(const kiln_sharding *s);
 kiln_device *kiln_sharding_device(const kiln_sharding *s, int64_t i);
@@ -73,6 +80,35 @@ kiln_status kiln_sharding_device_indices(const kiln_sharding *s, int64_t i, int 
  * malloc'd; the caller frees it. */
 kiln_status kiln_visualize_sharding(const kiln_sharding *s, int rank, const int64_t *global,
                                     char **text);
+
+/* ---- sharded arrays (see kiln/array.h for reading their shards) ----
+ * As jax.device_put(x, sharding): each device of the sharding gets the
+ * block of the global array that kiln_sharding_device_indices gives it (a
+ * replica where the spec leaves mesh axes unused). A single-device sharding
+ * gives an ordinary array; a named one a sharded array, even over one
+ * device. Copies are asynchronous (each buffer carries its completion
+ * event) and ordered with later work on the same buffers. */
+
+/* Splits host data (row-major, nbytes = the global shape's bytes) into the
+ * sharding's shards. data may be reused when this returns. */
+kiln_status kiln_device_put_host(const kiln_sharding *s, kiln_dtype dtype, int rank,
+                                 const int64_t *shape, const void *data, size_t nbytes,
+                                 kiln_array **out);
+/* Moves or reshards a device array (ordinary or sharded) to s: a new
+ * reference to a itself when it is already laid out as s, else new buffers
+ * filled device to device (on CUDA through the driver's peer copies, or
+ * through pinned host staging where a block would take many small copies). */
+kiln_status kiln_device_put_sharded(kiln_array *a, const kiln_sharding *s, kiln_array **out);
+/* A sharded array laid out as s from one ordinary array per device of s (in
+ * kiln_sharding_device order), each on that device with the shard's shape
+ * and the given dtype (jax.make_array_from_single_device_arrays). Takes new
+ * references to the shards. */
+kiln_status kiln_array_from_shards(const kiln_sharding *s, kiln_dtype dtype, int rank,
+                                   const int64_t *shape, kiln_array *const *shards,
+                                   kiln_array **out);
+/* The array's sharding as a new object the caller frees: a copy of a
+ * sharded array's, or the single-device sharding of an ordinary array. */
+kiln_status kiln_array_sharding(const kiln_array *a, kiln_sharding **out);
 
 #ifdef __cplusplus
 }
