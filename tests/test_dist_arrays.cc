@@ -5,6 +5,8 @@
 // lifetime and error rules of sharded arrays.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -198,6 +200,33 @@ TEST_F(DistArrays, GathersOntoOneDeviceAndSplitsAnOrdinaryArray) {
   EXPECT_TRUE(Contains(desc, "{sharded: cpu:0,cpu:1")) << desc;
   for (kiln_array *x : {plain, split, back, moved, same}) kiln_array_release(x);
   for (kiln_sharding *x : {rows, cols, single, of_plain}) kiln_sharding_free(x);
+  kiln_mesh_free(mesh);
+}
+
+// The array's own layout drawn as its sharding's (whose drawing
+// test_dist_sharding checks against JAX's).
+TEST_F(DistArrays, VisualizesAnArraysLayout) {
+  kiln_mesh *mesh = Mesh({n_ / 2, 2}, {"data", "model"});
+  kiln_sharding *s = Named(mesh, "model, data");
+  int64_t shape[2] = {4, 2 * n_};
+  std::vector<float> host(8 * n_);
+  kiln_array *a = nullptr, *plain = nullptr;
+  ASSERT_EQ(kiln_device_put_host(s, KILN_F32, 2, shape, host.data(), host.size() * 4, &a),
+            KILN_OK);
+  char *want = nullptr, *got = nullptr;
+  ASSERT_EQ(kiln_visualize_sharding(s, 2, shape, &want), KILN_OK);
+  ASSERT_EQ(kiln_visualize_array_sharding(a, &got), KILN_OK) << kiln_last_error();
+  EXPECT_STREQ(got, want);
+  free(got);
+  ASSERT_EQ(kiln_device_put(a, Dev(n_ - 1), &plain), KILN_OK);
+  ASSERT_EQ(kiln_visualize_array_sharding(plain, &got), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(Contains(got, "| CPU " + std::to_string(n_ - 1) + " |")) << got;
+  EXPECT_EQ(std::count(got, got + strlen(got), '\n'), 3);  // one cell
+  free(got);
+  free(want);
+  kiln_array_release(plain);
+  kiln_array_release(a);
+  kiln_sharding_free(s);
   kiln_mesh_free(mesh);
 }
 

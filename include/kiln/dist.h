@@ -7,6 +7,7 @@
 #include "kiln/array.h"
 #include "kiln/device.h"
 #include "kiln/status.h"
+#include "kiln/tree.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,6 +110,64 @@ kiln_status kiln_array_from_shards(const kiln_sharding *s, kiln_dtype dtype, int
 /* The array's sharding as a new object the caller frees: a copy of a
  * sharded array's, or the single-device sharding of an ordinary array. */
 kiln_status kiln_array_sharding(const kiln_array *a, kiln_sharding **out);
+
+/* kiln_visualize_sharding for an array's own layout (an ordinary array is
+ * one block on its device). */
+kiln_status kiln_visualize_array_sharding(const kiln_array *a, char **text);
+
+/* ---- flax.jax_utils equivalents ---- */
+/* flax.jax_utils.replicate: every array leaf x of tree becomes an array of
+ * shape [n, *x.shape] split along axis 0 over the n devices (NULL: the
+ * context's, in order), device i holding copy i: the layout pmap maps over.
+ * The copies go device to device. A leaf that is not an array is
+ * KILN_ERR_TREE naming its key path. */
+kiln_status kiln_replicate(kiln_ctx *ctx, const kiln_tree *tree, int ndevices,
+                           kiln_device *const *devices, kiln_tree **out);
+/* flax.jax_utils.unreplicate: each leaf's first device's copy, as a new
+ * ordinary array on that device (copied there, the others never leave their
+ * devices): x[0] of a replicated or ordinary array, the first shard of a
+ * fully replicated one; a scalar stays as it is. */
+kiln_status kiln_unreplicate(const kiln_tree *tree, kiln_tree **out);
+
+/* A function over concrete arrays, called eagerly (not traced): a jitted
+ * program, a pmap or shard_map called at top level. On success *out is a
+ * new tree the caller frees. */
+typedef kiln_status (*kiln_apply_fn)(void *user, const kiln_tree *args, kiln_tree **out);
+/* Adapts a kiln_jit (user) to kiln_apply_fn: kiln_jit_call. */
+kiln_status kiln_apply_jit(void *jit, const kiln_tree *args, kiln_tree **out);
+
+typedef struct kiln_pad_shard_unpad_options {
+  /* Arguments forwarded as they are, not padded: positions when the call's
+   * arguments are a tuple or list, names when they are a dict (keywords). */
+  const int *static_argnums; /* default {0}: params first, as flax */
+  int num_static_argnums;
+  const char *const *static_argnames;
+  int num_static_argnames;
+  int static_return;        /* return the wrapped function's result as it is */
+  int64_t min_device_batch; /* pad to at least this many rows per device; 0: unset */
+  int ndevices;             /* the devices to shard over; NULL: all of the context's */
+  kiln_device *const *devices;
+} kiln_pad_shard_unpad_options;
+void kiln_pad_shard_unpad_options_init(kiln_pad_shard_unpad_options *o);
+
+/* flax.jax_utils.pad_shard_unpad. kiln_padded_call(p, args, &out): every
+ * leaf of every non-static argument must be an array with a leading batch
+ * axis, all of one length b (else KILN_ERR_SHAPE naming both key paths; a
+ * leaf that is not an array is KILN_ERR_TREE naming its key path; no such
+ * leaf at all is KILN_ERR_ARGUMENT). Each is padded with zero rows on the
+ * host to [d * r, ...], r = max(ceil(b / d), min_device_batch) for d
+ * devices, and put on the devices as [d, r, ...] split along axis 0 (the
+ * layout of kiln_replicate and pmap); an empty batch gives r = 0 or
+ * min_device_batch. f gets the arguments with these in place. Unless
+ * static_return, every output leaf, [d, r, ...], comes back to the host,
+ * is cut to its first b rows of d * r and becomes an ordinary array [b,
+ * ...] on the first device. The wrapper is eager: the padding happens on
+ * concrete values, which a traced kiln_func never holds. */
+typedef struct kiln_padded kiln_padded;
+kiln_status kiln_pad_shard_unpad(kiln_ctx *ctx, kiln_apply_fn f, void *user,
+                                 const kiln_pad_shard_unpad_options *opts, kiln_padded **out);
+kiln_status kiln_padded_call(kiln_padded *p, const kiln_tree *args, kiln_tree **out);
+void kiln_padded_free(kiln_padded *p);
 
 #ifdef __cplusplus
 }

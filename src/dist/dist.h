@@ -67,6 +67,27 @@ kiln_status kdist_wrap_shards(const char *op, const kiln_sharding *s, const kdis
                               kiln_dtype dtype, const int64_t *shape, kiln_array *const *shards,
                               kiln_array **out);
 
+/* ---- trees of arrays (replicate.c) ---- */
+/* Maps every leaf of a tree, each of which must be an array (else
+ * KILN_ERR_TREE naming its key path); fn gets the leaf's keystr ("the root"
+ * for a bare leaf) and returns a new reference. */
+typedef kiln_status (*kdist_leaf_fn)(void *user, const char *where, kiln_array *x,
+                                     kiln_array **out);
+kiln_status kdist_map_arrays(const char *op, const kiln_tree *tree, kdist_leaf_fn fn, void *user,
+                             kiln_tree **out);
+/* The same, keeping as they are (arrays or not) the leaves whose path keep
+ * accepts. */
+typedef bool (*kdist_keep_fn)(const void *user, const kiln_path *path);
+kiln_status kdist_map_arrays_except(const char *op, const kiln_tree *tree, kdist_keep_fn keep,
+                                    const void *keep_user, kdist_leaf_fn fn, void *user,
+                                    kiln_tree **out);
+/* keystr of p, or "the root"; returns buf. */
+const char *kdist_path_name(const kiln_path *p, char *buf, size_t cap);
+/* The sharding pmap's layout uses: a one-axis mesh over the devices (NULL:
+ * all of ctx's), arrays split along axis 0. */
+kiln_status kdist_stack_sharding(const char *op, kiln_ctx *ctx, int ndevices,
+                                 kiln_device *const *devices, kiln_sharding **out);
+
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);
 
