@@ -1,9 +1,11 @@
 // Shared by the tests of src/dist: splitting golden lines, and a context of
 // KILN_NUM_CPU_DEVICES virtual CPU devices (8 when unset; CTest runs these
-// tests with 8 and with 2).
+// tests with 8 and with 2). Built with KILN_FAKE_CUDA_LIBRARY, the context
+// is instead as many CUDA devices of the stand-in driver (tests/fake_cuda).
 #ifndef KILN_TESTS_DIST_TEST_SUPPORT_H
 #define KILN_TESTS_DIST_TEST_SUPPORT_H
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -43,8 +45,24 @@ class CpuDevices : public ::testing::Test {
     kiln_options_init(&opts);
     opts.backend = KILN_BACKEND_CPU;
     opts.num_cpu_devices = getenv("KILN_NUM_CPU_DEVICES") ? 0 : 8;
+#ifdef KILN_FAKE_CUDA_LIBRARY
+    // Loaded by path, its soname is what the backend's dlopen finds; the
+    // device count is read once, at the first cuInit.
+    static void *driver = dlopen(KILN_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(driver, nullptr) << dlerror();
+    const char *n = getenv("KILN_NUM_CPU_DEVICES");
+    setenv("KILN_FAKE_CUDA_DEVICES", n ? n : "8", 1);
+    opts.backend = KILN_BACKEND_CUDA;
+#endif
     ASSERT_EQ(kiln_ctx_new(&opts, &ctx_), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_ctx_backend(ctx_), opts.backend);
     n_ = kiln_device_count(ctx_);
+  }
+
+  std::string Name(int i) {
+    kiln_device_info info;
+    EXPECT_EQ(kiln_device_info_get(Dev(i), &info), KILN_OK);
+    return info.name;
   }
   void TearDown() override { kiln_ctx_free(ctx_); }
 
