@@ -329,6 +329,9 @@ TEST_F(DistArrays, SingleDeviceOperationsRefuseShardedArraysAndDeletionReachesSh
   EXPECT_TRUE(Contains(kiln_last_error(), "is sharded over")) << kiln_last_error();
   kiln_jit_free(jit);
   kiln_func_free(f);
+  DLManagedTensorVersioned *dl = nullptr;
+  EXPECT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &dl), KILN_ERR_WRONG_DEVICE);
+  EXPECT_TRUE(Contains(kiln_last_error(), "is sharded; export one shard")) << kiln_last_error();
 
   kiln_array *shard = nullptr;
   ASSERT_EQ(kiln_array_shard(a, n_ - 1, &shard, nullptr, nullptr), KILN_OK);

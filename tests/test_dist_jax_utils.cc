@@ -291,6 +291,19 @@ class DistPadShardUnpad : public DistJaxUtils {
     return p;
   }
 
+  // The wrapped pmap called on Args(b) with min_device_batch ("-": unset);
+  // the result's leaf `key` (a new tree in *out, NULL on failure).
+  kiln_array *Run(const std::string &b, const std::string &mdb, int static_return,
+                  const std::string &key, kiln_tree **out) {
+    kiln_padded *p = Wrap(mdb == "-" ? 0 : std::stoll(mdb), static_return);
+    kiln_tree *args = Args(std::stoll(b));
+    *out = nullptr;
+    EXPECT_EQ(kiln_padded_call(p, args, out), KILN_OK) << kiln_last_error();
+    kiln_tree_free(args);
+    kiln_padded_free(p);
+    return *out ? kiln_tree_leaf_array(kiln_tree_get(*out, key.c_str())) : nullptr;
+  }
+
   double scale_ = 2.0;
   Pmap pmap_{};
   kiln_func *f_ = nullptr;
@@ -301,20 +314,16 @@ TEST_F(DistPadShardUnpad, MatchesFlaxForEveryBatchSize) {
   ASSERT_EQ(recs.size(), 36u);
   for (const auto &f : recs) {
     SCOPED_TRACE("b=" + f[2] + " min_device_batch=" + f[3] + " leaf " + f[5]);
-    kiln_padded *p = Wrap(f[3] == "-" ? 0 : std::stoll(f[3]), 0);
-    kiln_tree *args = Args(std::stoll(f[2])), *out = nullptr;
-    ASSERT_EQ(kiln_padded_call(p, args, &out), KILN_OK) << kiln_last_error();
+    kiln_tree *out = nullptr;
+    kiln_array *leaf = Run(f[2], f[3], 0, f[5], &out);
+    ASSERT_NE(leaf, nullptr);
     EXPECT_EQ(pmap_.seen, f[4]);
     EXPECT_EQ(pmap_.scale, 2.0);
-    kiln_array *leaf = kiln_tree_leaf_array(kiln_tree_get(out, f[5].c_str()));
-    ASSERT_NE(leaf, nullptr);
     EXPECT_FALSE(kiln_array_is_sharded(leaf));
     EXPECT_EQ(kiln_array_device(leaf), Dev(0));
     EXPECT_EQ(ShapeOf(leaf), Ints(f[6], ','));
     EXPECT_EQ(Values(leaf), Doubles(f.size() > 7 ? f[7] : ""));
     kiln_tree_free(out);
-    kiln_tree_free(args);
-    kiln_padded_free(p);
   }
 }
 
@@ -323,16 +332,12 @@ TEST_F(DistPadShardUnpad, StaticReturnKeepsThePaddedLayout) {
   ASSERT_EQ(recs.size(), 36u);
   for (const auto &f : recs) {
     SCOPED_TRACE("b=" + f[2] + " min_device_batch=" + f[3] + " leaf " + f[4]);
-    kiln_padded *p = Wrap(f[3] == "-" ? 0 : std::stoll(f[3]), 1);
-    kiln_tree *args = Args(std::stoll(f[2])), *out = nullptr;
-    ASSERT_EQ(kiln_padded_call(p, args, &out), KILN_OK) << kiln_last_error();
-    kiln_array *leaf = kiln_tree_leaf_array(kiln_tree_get(out, f[4].c_str()));
+    kiln_tree *out = nullptr;
+    kiln_array *leaf = Run(f[2], f[3], 1, f[4], &out);
     ASSERT_NE(leaf, nullptr);
     EXPECT_EQ(kiln_array_shard_count(leaf), n_);
     EXPECT_EQ(ShapeOf(leaf), Ints(f[5], ','));
     kiln_tree_free(out);
-    kiln_tree_free(args);
-    kiln_padded_free(p);
   }
 }
 

@@ -26,6 +26,13 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
                            kcore_format_type(dtype, rank, shape, t, sizeof t));
   }
   atomic_fetch_add(&dev->bytes_in_use, (uint64_t)nbytes);
+  kdev_array_init(a, dev, dtype, rank, shape, elements);
+  *out = a;
+  return KILN_OK;
+}
+
+void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
+                     const int64_t *shape, int64_t elements) {
   atomic_init(&a->refs, 1);
   atomic_init(&a->deleted, false);
   a->dtype = dtype;
@@ -34,7 +41,18 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
   a->size = elements;
   a->device = dev;
   atomic_fetch_add(&dev->backend->live_arrays, 1);
-  *out = a;
+}
+
+kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes) {
+  size_t need;
+  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, NULL, &need);
+  if (st) return st;
+  char t[160];
+  if (nbytes != need)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: %zu bytes given, %s needs %zu", op, nbytes,
+                      kcore_format_type(dtype, rank, shape, t, sizeof t), need);
+  if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is NULL", op);
   return KILN_OK;
 }
 
@@ -66,14 +84,10 @@ kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, c
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
   if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
-  size_t need;
-  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, NULL, &need);
+  kiln_status st = kdev_check_host_data(op, dtype, rank, shape, data, nbytes);
   if (st) return st;
+  size_t need = nbytes;
   char t[160];
-  if (nbytes != need)
-    return kcore_fail(KILN_ERR_ARGUMENT, "%s: %zu bytes given, %s needs %zu", op, nbytes,
-                      kcore_format_type(dtype, rank, shape, t, sizeof t), need);
-  if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is NULL", op);
   kiln_array *a;
   if ((st = kdev_array_alloc(op, dev, dtype, rank, shape, &a))) return st;
   if (need > 0 && (st = dev->ops->upload(dev, &a->buf, data, need, KDEV_COPY_STAGED))) {
@@ -235,17 +249,10 @@ kiln_status kdev_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank
   KCORE_ASSERT(nbytes == kiln_array_nbytes(donor));
   kiln_array *b = calloc(1, sizeof *b);
   if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  atomic_init(&b->refs, 1);
-  atomic_init(&b->deleted, false);
-  b->dtype = dtype;
-  b->rank = rank;
-  if (rank > 0) memcpy(b->shape, shape, (size_t)rank * sizeof *shape);
-  b->size = elements;
-  b->device = donor->device;
+  kdev_array_init(b, donor->device, dtype, rank, shape, elements);
   b->buf = donor->buf;
   memset(&donor->buf, 0, sizeof donor->buf);
   atomic_store(&donor->deleted, true);
-  atomic_fetch_add(&donor->device->backend->live_arrays, 1);
   *out = b;
   return KILN_OK;
 }

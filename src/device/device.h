@@ -158,6 +158,13 @@ struct kiln_array {
 /* Allocates an array (buffer uninitialised). */
 kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
                              const int64_t *shape, kiln_array **out);
+/* Fills a zeroed array's header: one reference, counted live on dev's backend. */
+void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
+                     const int64_t *shape, int64_t elements);
+/* Host data handed to a device: nbytes must be the type's size, data non-NULL
+ * unless empty. */
+kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes);
 /* KILN_ERR_DELETED / KILN_ERR_ARGUMENT checks shared by array entry points.
  * A sharded array is KILN_ERR_WRONG_DEVICE here: every path that reads
  * `buf` works on one device; the ones that understand shards call

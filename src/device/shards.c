@@ -51,15 +51,8 @@ kiln_status kdev_array_new_sharded(const char *op, kiln_dtype dtype, int rank,
   }
   s->owner = owner;
   s->owner_free = owner_free;
-  atomic_init(&a->refs, 1);
-  atomic_init(&a->deleted, false);
-  a->dtype = dtype;
-  a->rank = rank;
-  if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
-  a->size = elements;
-  a->device = shards[0]->device;
+  kdev_array_init(a, shards[0]->device, dtype, rank, shape, elements);
   a->shards = s;
-  atomic_fetch_add(&a->device->backend->live_arrays, 1);
   *out = a;
   return KILN_OK;
 }

@@ -65,14 +65,8 @@ kiln_status kiln_device_put_host(const kiln_sharding *s, kiln_dtype dtype, int r
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is null", op);
   *out = NULL;
   if (!s) return kcore_fail(KILN_ERR_ARGUMENT, "%s: sharding is null", op);
-  size_t need;
-  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, NULL, &need);
+  kiln_status st = kdev_check_host_data(op, dtype, rank, shape, data, nbytes);
   if (st) return st;
-  char t[160];
-  if (nbytes != need)
-    return kcore_fail(KILN_ERR_ARGUMENT, "%s: %zu bytes given, %s needs %zu", op, nbytes,
-                      kcore_format_type(dtype, rank, shape, t, sizeof t), need);
-  if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is null", op);
   kdist_host_src h = {data, shape};
   return kdist_put(op, s, dtype, rank, shape, kdist_fill_host, &h, out);
 }
