@@ -59,16 +59,39 @@ static void block_copy(const kir_aval *shard, const int64_t *g, const int64_t *s
   }
 }
 
-/* Where device d's shard of a value with the given spec starts. */
-static void shard_start(const spmd *s, int64_t d, const kir_spec *spec, const kir_aval *shard,
-                        int64_t *start) {
+/* Where the shard of a device at `coords` starts. */
+static void shard_start(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                        const kir_aval *shard, int64_t *start) {
   for (int k = 0; k < shard->rank; k++) {
     int64_t i = 0;
     for (int j = 0; k < spec->rank && j < spec->n_axes[k]; j++) {
       int a = spec->axes[k][j];
-      i = i * s->m.size[a] + s->coord[d][a];
+      i = i * m->size[a] + coords[a];
     }
     start[k] = i * shard->shape[k];
+  }
+}
+
+void kir_shard_copy(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                    const kir_buffer *global, const kir_buffer *shard, bool to_global) {
+  int64_t start[KIR_MAX_RANK];
+  shard_start(m, coords, spec, &shard->aval, start);
+  block_copy(&shard->aval, global->aval.shape, start, global->data, shard->data, to_global);
+}
+
+bool kir_shard_writes_back(const kir_mesh *m, const int64_t *coords, const kir_spec *spec) {
+  bool split[KIR_MESH_MAX_AXES] = {false};
+  for (int d = 0; d < spec->rank; d++)
+    for (int j = 0; j < spec->n_axes[d]; j++) split[spec->axes[d][j]] = true;
+  for (int a = 0; a < m->ndim; a++)
+    if (!split[a] && coords[a] != 0) return false;
+  return true;
+}
+
+void kir_mesh_coords(const kir_mesh *m, int64_t d, int64_t *coords) {
+  for (int a = m->ndim - 1; a >= 0; a--) {
+    coords[a] = d % m->size[a];
+    d /= m->size[a];
   }
 }
 
@@ -305,15 +328,10 @@ static kiln_status lockstep_run(lockstep *l, const kir_eval_env *env, const kir_
       for (int64_t d = 1; d < s->n; d++) *val(l, d, v) = *val(l, 0, v);
     }
   }
-  int64_t start[KIR_MAX_RANK];
   for (int i = 0; !st && i < body->n_invars; i++)
-    for (int64_t d = 0; !st && d < s->n; d++) {
-      kir_vid v = body->invars[i];
-      if ((st = alloc_val(l, d, v))) break;
-      shard_start(s, d, &specs[i], &val(l, d, v)->aval, start);
-      block_copy(&val(l, d, v)->aval, gin[i].aval.shape, start, gin[i].data, val(l, d, v)->data,
-                 false);
-    }
+    for (int64_t d = 0; !st && d < s->n; d++)
+      if (!(st = alloc_val(l, d, body->invars[i])))
+        kir_shard_copy(&s->m, s->coord[d], &specs[i], &gin[i], val(l, d, body->invars[i]), false);
   for (int i = 0; !st && i < body->n_eqns; i++) {
     st = run_eqn(l, env, &body->eqns[i]);
     if (st) kcore_fail_wrap(st, "shard_map body equation %d (%s)", i,
@@ -321,20 +339,11 @@ static kiln_status lockstep_run(lockstep *l, const kir_eval_env *env, const kir_
   }
   /* Each result block comes from the device with coordinate 0 on every axis
    * its out_spec does not split over (the others hold copies of it). */
-  for (int k = 0; !st && k < body->n_outvars; k++) {
-    const kir_spec *spec = &specs[body->n_invars + k];
-    bool split[KIR_MESH_MAX_AXES] = {false};
-    for (int d = 0; d < spec->rank; d++)
-      for (int j = 0; j < spec->n_axes[d]; j++) split[spec->axes[d][j]] = true;
-    for (int64_t d = 0; d < s->n; d++) {
-      bool first = true;
-      for (int a = 0; a < s->m.ndim; a++) first = first && (split[a] || s->coord[d][a] == 0);
-      if (!first) continue;
-      kir_buffer *b = val(l, d, body->outvars[k]);
-      shard_start(s, d, spec, &b->aval, start);
-      block_copy(&b->aval, gout[k].aval.shape, start, gout[k].data, b->data, true);
-    }
-  }
+  for (int k = 0; !st && k < body->n_outvars; k++)
+    for (int64_t d = 0; d < s->n; d++)
+      if (kir_shard_writes_back(&s->m, s->coord[d], &specs[body->n_invars + k]))
+        kir_shard_copy(&s->m, s->coord[d], &specs[body->n_invars + k], &gout[k],
+                       val(l, d, body->outvars[k]), true);
   return st;
 }
 
@@ -362,8 +371,7 @@ static kiln_status eval_shard_map(const kir_eqn *e, const kir_buffer *in, kir_bu
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) st = kir_specs_parse("shard_map", p->in_specs, &s.m, e->n_in, specs);
   if (!st) st = kir_specs_parse("shard_map", p->out_specs, &s.m, e->n_out, specs + e->n_in);
-  for (int64_t d = 0; !st && d < s.n; d++)
-    for (int a = 0; a < s.m.ndim; a++) s.coord[d][a] = d / prod(s.m.size, a + 1, s.m.ndim) % s.m.size[a];
+  for (int64_t d = 0; !st && d < s.n; d++) kir_mesh_coords(&s.m, d, s.coord[d]);
   if (!st) st = lockstep_run(&l, ctx, specs, in, out);
   for (size_t c = 0; l.owned && c < cells; c++)
     if (l.owned[c]) free(l.vals[c].data);

@@ -822,6 +822,15 @@ kiln_status kir_perm_parse(const char *text, int64_t size, int *npairs, int (*pa
 /* Product of the mesh sizes of the axes spec entry d splits over (1 past
  * the spec's rank). */
 int64_t kir_spec_ways(const kir_spec *s, const kir_mesh *m, int d);
+/* Device d's coordinates in m (row-major). */
+void kir_mesh_coords(const kir_mesh *m, int64_t d, int64_t *coords);
+/* Copies the shard a device at `coords` holds of a value split by spec
+ * between the global buffer and the shard's (to_global: shard -> global). */
+void kir_shard_copy(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                    const kir_buffer *global, const kir_buffer *shard, bool to_global);
+/* Whether the device at coords holds the copy of a result with that spec
+ * that is written back: coordinate 0 on every axis the spec leaves out. */
+bool kir_shard_writes_back(const kir_mesh *m, const int64_t *coords, const kir_spec *spec);
 
 /* ---- helpers for the rules (rules.c) ---- */
 

@@ -18,6 +18,9 @@ struct kiln_ctx {
   kcore_config config;
   kdev_backend be;             /* the opened backend: its devices and their ops */
   struct krt_kcache_slot *kcache; /* the kernel cache, opened on first use */
+  /* Evaluators that run shard_map across the context's devices (installed
+   * by src/dist); NULL: the reference executor's lockstep ones. */
+  _Atomic(const kir_eval_table *) spmd_evals;
 };
 
 /* Logs through the context's level. */

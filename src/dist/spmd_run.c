@@ -1,0 +1,393 @@
+/* Running a shard_map on the CPU virtual devices: one thread per device of
+ * the mesh, each evaluating the body on its own shards, the collectives
+ * exchanging real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
+ * reductions, a timeout, failure spread to every member). A device that
+ * fails reports it to every group it belongs to, so no member waits for it;
+ * the call returns the first device's own error. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/cpu_backend.h"
+#include "dist/dist.h"
+
+/* The groups of one axis set: n_groups groups of `size` members. */
+typedef struct axis_groups {
+  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
+  int na, ax[KIR_MESH_MAX_AXES];
+  int64_t size, n_groups;
+  kcpu_coll_group **g;
+} axis_groups;
+
+typedef struct spmd_run {
+  kir_mesh m;
+  int64_t n;
+  int n_sets;
+  axis_groups *sets;
+} spmd_run;
+
+typedef struct device_run {
+  spmd_run *run;
+  int64_t d;
+  int64_t coord[KIR_MESH_MAX_AXES];
+  kir_eval_env env; /* the caller's, with the device evaluators and this as user */
+  const kir_program *body;
+  kir_buffer *in, *out;
+  kiln_status st;
+  char msg[1024];
+} device_run;
+
+/* ---- groups ---- */
+
+static const char *coll_axes(const kir_eqn *e) {
+  switch (kir_prim_get(e->prim)->params) {
+    case KIR_PARAMS_COLLECTIVE: return e->params.collective.axis_name;
+    case KIR_PARAMS_ALL_GATHER: return e->params.all_gather.axis_name;
+    case KIR_PARAMS_PSUM_SCATTER: return e->params.psum_scatter.axis_name;
+    case KIR_PARAMS_PPERMUTE: return e->params.ppermute.axis_name;
+    case KIR_PARAMS_ALL_TO_ALL: return e->params.all_to_all.axis_name;
+    default: return NULL;
+  }
+}
+
+/* The axes a collective runs over, as indices; ppermute numbers its ranks
+ * in mesh order (as JAX), the others in the order named. */
+static kiln_status coll_axis_list(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
+  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), coll_axes(e), m, na, ax);
+  for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
+    for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
+      int t = ax[k];
+      ax[k] = ax[k - 1], ax[k - 1] = t;
+    }
+  return st;
+}
+
+static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
+  for (int i = 0; i < r->n_sets; i++)
+    if (r->sets[i].na == na && !memcmp(r->sets[i].ax, ax, (size_t)na * sizeof *ax)) return &r->sets[i];
+  return NULL;
+}
+
+static kiln_status add_set(spmd_run *r, int na, const int *ax) {
+  if (find_set(r, na, ax)) return KILN_OK;
+  axis_groups *grown = realloc(r->sets, (size_t)(r->n_sets + 1) * sizeof *grown);
+  if (!grown) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  r->sets = grown;
+  axis_groups *s = &r->sets[r->n_sets];
+  memset(s, 0, sizeof *s);
+  s->na = na, s->size = 1;
+  memcpy(s->ax, ax, (size_t)na * sizeof *ax);
+  for (int k = 0; k < na; k++) {
+    s->size *= r->m.size[ax[k]];
+    size_t len = strlen(s->axes);
+    snprintf(s->axes + len, sizeof s->axes - len, "%s%s", k ? "," : "", r->m.name[ax[k]]);
+  }
+  s->n_groups = r->n / s->size;
+  if (!(s->g = calloc((size_t)s->n_groups, sizeof *s->g)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  r->n_sets++;
+  for (int64_t i = 0; i < s->n_groups; i++) {
+    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, KCPU_COLL_DEFAULT_TIMEOUT_S, &s->g[i]);
+    if (st) return st;
+  }
+  return KILN_OK;
+}
+
+typedef struct scan_state {
+  spmd_run *r;
+  kiln_status st;
+} scan_state;
+
+static void scan_program(kir_program *p, void *user) {
+  scan_state *s = user;
+  for (int i = 0; i < p->n_eqns && !s->st; i++) {
+    const kir_eqn *e = &p->eqns[i];
+    int na, ax[KIR_MESH_MAX_AXES];
+    if (coll_axes(e) && e->prim != KIR_PRIM_AXIS_INDEX) {
+      s->st = coll_axis_list(&s->r->m, e, &na, ax);
+      if (!s->st) s->st = add_set(s->r, na, ax);
+    }
+    kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, scan_program, user);
+  }
+}
+
+/* Device d's group along a set and its rank in it. */
+static kcpu_coll_group *group_of(const device_run *dr, const axis_groups *s, int *rank) {
+  int64_t gi = 0, r = 0;
+  bool in_set[KIR_MESH_MAX_AXES] = {false};
+  for (int k = 0; k < s->na; k++) in_set[s->ax[k]] = true, r = r * dr->run->m.size[s->ax[k]] + dr->coord[s->ax[k]];
+  for (int a = 0; a < dr->run->m.ndim; a++)
+    if (!in_set[a]) gi = gi * dr->run->m.size[a] + dr->coord[a];
+  *rank = (int)r;
+  return s->g[gi];
+}
+
+/* ---- the collectives of one device ---- */
+
+static int64_t prod(const int64_t *v, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= v[i];
+  return p;
+}
+
+/* all_to_all's received blocks (recv[s]: sender s's chunk, the operand's
+ * shape with split_axis k long) placed into the result. */
+static void a2a_unpack(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
+                       const char *recv, char *dst) {
+  size_t es = kiln_dtype_size(in->dtype);
+  int sa = (int)p->split_axis, ca = (int)p->concat_axis;
+  int64_t c[KIR_MAX_RANK], idx[KIR_MAX_RANK] = {0}, x[KIR_MAX_RANK];
+  memcpy(c, in->shape, sizeof c);
+  c[sa] /= p->axis_size;
+  int64_t chunk = prod(c, 0, in->rank), n = kir_aval_size(out);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t s;
+    if (p->tiled) {
+      memcpy(x, idx, sizeof x);
+      s = idx[ca] / c[ca];
+      x[ca] = idx[ca] % c[ca];
+    } else {
+      s = idx[ca];
+      int m = 0;
+      for (int d = 0; d < out->rank; d++)
+        if (d != ca) x[m++] = idx[d];
+      memmove(&x[sa + 1], &x[sa], (size_t)(in->rank - 1 - sa) * sizeof x[0]);
+      x[sa] = 0;
+    }
+    int64_t off = 0;
+    for (int d = 0; d < in->rank; d++) off = off * c[d] + x[d];
+    memcpy(dst + (size_t)i * es, recv + (size_t)(s * chunk + off) * es, es);
+    for (int d = out->rank - 1; d >= 0 && ++idx[d] == out->shape[d]; d--) idx[d] = 0;
+  }
+}
+
+/* Moves block r of dimension dim to the front: [outer][n][block] ->
+ * [n][outer][block] (back = the inverse). */
+static void blocks_to_front(const char *src, char *dst, int64_t outer, int64_t n, size_t block,
+                            bool back) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t r = 0; r < n; r++) {
+      size_t a = (size_t)(o * n + r) * block, b = (size_t)(r * outer + o) * block;
+      memcpy(dst + (back ? a : b), src + (back ? b : a), block);
+    }
+}
+
+static kiln_status device_collective(const device_run *dr, const kir_eqn *e, const kir_buffer *in,
+                                     kir_buffer *out) {
+  int na, ax[KIR_MESH_MAX_AXES], rank;
+  kiln_status st = coll_axis_list(&dr->run->m, e, &na, ax);
+  axis_groups *set = st ? NULL : find_set(dr->run, na, ax);
+  if (e->prim == KIR_PRIM_AXIS_INDEX) {
+    int64_t r = 0;
+    for (int k = 0; !st && k < na; k++) r = r * dr->run->m.size[ax[k]] + dr->coord[ax[k]];
+    int32_t v = (int32_t)r;
+    if (!st) memcpy(out[0].data, &v, sizeof v);
+    return st;
+  }
+  if (st) return st;
+  if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), coll_axes(e));
+  kcpu_coll_group *g = group_of(dr, set, &rank);
+  const kir_aval *a = &in[0].aval;
+  kiln_dtype dt = a->dtype;
+  int64_t n = set->size, count = kir_aval_size(a);
+  size_t es = kiln_dtype_size(dt);
+  /* 16-bit floats travel as float32: XLA reduces them in float32 too. */
+  bool widen = (dt == KILN_F16 || dt == KILN_BF16) && e->prim != KIR_PRIM_ALL_GATHER &&
+               e->prim != KIR_PRIM_PPERMUTE && e->prim != KIR_PRIM_ALL_TO_ALL;
+  int64_t out_count = kir_aval_size(&out[0].aval);
+  char *src = in[0].data, *tmp = NULL, *wide_out = NULL;
+  size_t tmp_bytes = (size_t)(count > out_count * n ? count : out_count * n) * (widen ? 4 : es) + 1;
+  if (!(tmp = malloc(tmp_bytes)) || !(wide_out = malloc(tmp_bytes)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
+  if (!st && widen) {
+    for (int64_t i = 0; i < count; i++) {
+      float f = (float)kir_scalar_load(dt, src + (size_t)i * es).f;
+      memcpy(tmp + (size_t)i * 4, &f, 4);
+    }
+    src = tmp, tmp = malloc(tmp_bytes), dt = KILN_F32, es = 4;
+    if (!tmp) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
+  }
+  char *dst = widen ? wide_out : out[0].data;
+  switch (st ? KIR_NUM_PRIMS : e->prim) {
+    case KIR_PRIM_PSUM:
+    case KIR_PRIM_PMAX:
+    case KIR_PRIM_PMIN:
+      st = kcpu_coll_all_reduce(g, rank, dt, count, src, dst,
+                                e->prim == KIR_PRIM_PSUM ? KCPU_COLL_SUM
+                                : e->prim == KIR_PRIM_PMAX ? KCPU_COLL_MAX : KCPU_COLL_MIN);
+      break;
+    case KIR_PRIM_ALL_GATHER: {
+      int dim = (int)e->params.all_gather.all_gather_dimension;
+      st = kcpu_coll_all_gather(g, rank, dt, count, src, tmp);
+      if (!st) blocks_to_front(tmp, dst, prod(a->shape, 0, dim), n,
+                               (size_t)prod(a->shape, dim, a->rank) * es, true);
+      break;
+    }
+    case KIR_PRIM_PSUM_SCATTER: {
+      int dim = (int)e->params.psum_scatter.scatter_dimension;
+      blocks_to_front(src, tmp, prod(a->shape, 0, dim), n,
+                      (size_t)(a->shape[dim] / n * prod(a->shape, dim + 1, a->rank)) * es, false);
+      st = kcpu_coll_reduce_scatter(g, rank, dt, count, tmp, dst);
+      break;
+    }
+    case KIR_PRIM_PPERMUTE: {
+      int npairs;
+      int(*pairs)[2] = malloc((size_t)n * sizeof *pairs);
+      st = pairs ? kir_perm_parse(e->params.ppermute.perm, n, &npairs, pairs)
+                 : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "ppermute: out of host memory");
+      if (!st) st = kcpu_coll_ppermute(g, rank, dt, count, src, dst, npairs, (const int(*)[2])pairs);
+      free(pairs);
+      break;
+    }
+    case KIR_PRIM_ALL_TO_ALL: {
+      const kir_p_all_to_all *p = &e->params.all_to_all;
+      int sa = (int)p->split_axis;
+      /* chunk j (split_axis block j) goes to rank j */
+      blocks_to_front(src, tmp, prod(a->shape, 0, sa), n,
+                      (size_t)(a->shape[sa] / n * prod(a->shape, sa + 1, a->rank)) * es, false);
+      st = kcpu_coll_all_to_all(g, rank, dt, count, tmp, wide_out);
+      if (!st) a2a_unpack(p, a, &out[0].aval, wide_out, out[0].data);
+      break;
+    }
+    case KIR_NUM_PRIMS: break;
+    default:
+      st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: not a collective", kir_prim_name(e->prim));
+  }
+  if (!st && widen)
+    for (int64_t i = 0; i < out_count; i++) {
+      float f;
+      memcpy(&f, wide_out + (size_t)i * 4, 4);
+      kir_scalar_store(out[0].aval.dtype, kir_scalar_f(f), (char *)out[0].data + (size_t)i * kiln_dtype_size(out[0].aval.dtype));
+    }
+  if (widen) free(src);
+  free(tmp);
+  free(wide_out);
+  return st;
+}
+
+static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  return device_collective(env->user, e, in, out);
+}
+
+/* ---- one thread per device ---- */
+
+static kir_eval_table device_table;
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx);
+
+static void device_table_build(void) {
+  device_table = *kir_reference_evals();
+  for (int p = 0; p < KIR_NUM_PRIMS; p++)
+    if (kir_prim_get((kir_prim)p)->family == KIR_FAMILY_COLLECTIVE && p != KIR_PRIM_SHARD_MAP)
+      device_table.fn[p] = eval_device_collective;
+  /* A shard_map nested in a body runs in lockstep inside its device. */
+  device_table.fn[KIR_PRIM_SHARD_MAP] = kir_reference_evals()->fn[KIR_PRIM_SHARD_MAP];
+}
+
+/* Tells every group the device is part of that it will not arrive. */
+static void device_abandon(device_run *dr, const char *why) {
+  for (int i = 0; i < dr->run->n_sets; i++) {
+    int rank;
+    kcpu_coll_group *g = group_of(dr, &dr->run->sets[i], &rank);
+    kcpu_coll_fail(g, rank, "shard_map", why);
+  }
+}
+
+static void *device_main(void *arg) {
+  device_run *dr = arg;
+  dr->st = kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
+  if (dr->st) {
+    snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
+    device_abandon(dr, dr->msg);
+  }
+  return NULL;
+}
+
+static void run_free(spmd_run *r) {
+  for (int i = 0; i < r->n_sets; i++) {
+    for (int64_t k = 0; r->sets[i].g && k < r->sets[i].n_groups; k++)
+      kcpu_coll_group_free(r->sets[i].g[k]);
+    free(r->sets[i].g);
+  }
+  free(r->sets);
+}
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  const kir_p_shard_map *p = &e->params.shard_map;
+  const kir_program *body = p->jaxpr;
+  spmd_run run = {0};
+  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &run.m);
+  if (st) return st;
+  run.n = run.m.n_devices;
+  size_t nio = (size_t)(body->n_invars + body->n_outvars);
+  device_run *devs = calloc((size_t)run.n, sizeof *devs);
+  kir_buffer *bufs = calloc((size_t)run.n * nio + 1, sizeof *bufs);
+  kir_spec *specs = calloc(nio + 1, sizeof *specs);
+  pthread_t *threads = calloc((size_t)run.n, sizeof *threads);
+  if (!devs || !bufs || !specs || !threads)
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &run.m, body->n_invars, specs);
+  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &run.m, body->n_outvars, specs + body->n_invars);
+  scan_state scan = {&run, KILN_OK};
+  if (!st) scan_program((kir_program *)body, &scan);
+  if (!st) st = scan.st;
+  pthread_once(&device_once, device_table_build);
+  for (int64_t d = 0; !st && d < run.n; d++) {
+    device_run *dr = &devs[d];
+    dr->run = &run, dr->d = d, dr->body = body, dr->env = *env;
+    dr->env.table = &device_table, dr->env.user = dr;
+    dr->in = bufs + (size_t)d * nio, dr->out = dr->in + body->n_invars;
+    kir_mesh_coords(&run.m, d, dr->coord);
+    for (size_t k = 0; !st && k < nio; k++) {
+      kir_vid v = k < (size_t)body->n_invars ? body->invars[k] : body->outvars[k - body->n_invars];
+      kir_buffer *b = &dr->in[k];
+      b->aval = *kir_var_aval(body, v);
+      b->nbytes = (size_t)kir_aval_size(&b->aval) * kiln_dtype_size(b->aval.dtype);
+      if (!(b->data = malloc(b->nbytes + 1)))
+        st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+      else if (k < (size_t)body->n_invars)
+        kir_shard_copy(&run.m, dr->coord, &specs[k], &in[k], b, false);
+    }
+  }
+  int64_t started = 0;
+  for (; !st && started < run.n; started++)
+    if (pthread_create(&threads[started], NULL, device_main, &devs[started])) {
+      st = kcore_fail(KILN_ERR_INTERNAL, "shard_map: cannot start the thread of device %lld",
+                      (long long)started);
+      device_abandon(&devs[started], "its thread did not start");
+    }
+  for (int64_t d = 0; d < started; d++) pthread_join(threads[d], NULL);
+  /* The first device that failed on its own (not because another did). */
+  for (int pass = 0; !st && pass < 2; pass++)
+    for (int64_t d = 0; !st && d < started; d++)
+      if (devs[d].st && (pass || devs[d].st != KILN_ERR_COLLECTIVE))
+        st = kcore_fail(devs[d].st, "shard_map over %s: %s", p->mesh, devs[d].msg);
+  for (int k = 0; !st && k < body->n_outvars; k++)
+    for (int64_t d = 0; d < run.n; d++)
+      if (kir_shard_writes_back(&run.m, devs[d].coord, &specs[body->n_invars + k]))
+        kir_shard_copy(&run.m, devs[d].coord, &specs[body->n_invars + k], &out[k],
+                       &devs[d].out[k], true);
+  for (size_t k = 0; bufs && k < (size_t)run.n * nio; k++) free(bufs[k].data);
+  run_free(&run);
+  free(devs), free(bufs), free(specs), free(threads);
+  return st;
+}
+
+static kir_eval_table spmd_table;
+static pthread_once_t spmd_once = PTHREAD_ONCE_INIT;
+
+static void spmd_table_build(void) {
+  spmd_table = *kir_reference_evals();
+  spmd_table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;
+}
+
+const kir_eval_table *kdist_spmd_evals(void) {
+  pthread_once(&spmd_once, spmd_table_build);
+  return &spmd_table;
+}
