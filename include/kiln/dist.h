@@ -85,8 +85,12 @@ kiln_status kiln_visualize_sharding(const kiln_sharding *s, int rank, const int6
  * over it; with check_rep, one not provably so is a trace-time error naming
  * the axis. Values f captures are passed to every device whole. f and mesh
  * are borrowed and must outlive the result. Call it inside a trace or
- * through kiln_jit; it runs through the reference executor, which evaluates
- * the body for every device and applies the collectives across them. */
+ * through kiln_jit: on CPU devices each device of the mesh runs the body on
+ * its own thread, the collectives moving data between them; the reference
+ * executor (KILN_EXECUTOR=reference) evaluates the body for every device in
+ * lockstep instead. A mesh of CUDA devices is KILN_ERR_UNIMPLEMENTED (the
+ * NCCL path is not wired in yet). The mesh's devices are taken to be the
+ * context's first ones in order. */
 kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree *in_specs,
                            const kiln_tree *out_specs, int check_rep, kiln_func **out);
 

@@ -41,9 +41,10 @@ struct kiln_sharding {
   kiln_device *device; /* SINGLE */
 };
 
-/* The reference evaluators with shard_map run on one thread per device of
- * its mesh and the collectives through the CPU rendezvous (spmd_run.c). */
-const struct kir_eval_table *kdist_spmd_evals(void);
+/* Makes the context's jitted programs run shard_map on one thread per
+ * device of its mesh, the body compiled once per device and the collectives
+ * through the CPU rendezvous (spmd_run.c); idempotent. */
+kiln_status kdist_spmd_install(kiln_ctx *ctx);
 
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);

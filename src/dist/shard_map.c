@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dist/dist.h"
-#include "runtime/runtime.h"
 #include "trace/trace.h"
 
 typedef struct kdist_smap {
@@ -374,20 +373,20 @@ kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree 
   if (!f || !mesh || !in_specs || !out_specs)
     return kcore_fail(KILN_ERR_ARGUMENT, "kiln_shard_map: %s is NULL",
                       !f ? "f" : !mesh ? "mesh" : !in_specs ? "in_specs" : "out_specs");
-  if (mesh->ctx->be.kind != KILN_BACKEND_CPU)
+  if (kiln_ctx_backend(mesh->ctx) != KILN_BACKEND_CPU)
     return kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: a mesh of %s devices needs the "
                       "NCCL collectives, which this build does not run yet; use CPU devices",
-                      kiln_backend_name(mesh->ctx->be.kind));
+                      kiln_backend_name(kiln_ctx_backend(mesh->ctx)));
+  kiln_status st = kdist_spmd_install(mesh->ctx);
+  if (st) return st;
   kdist_smap *s = calloc(1, sizeof *s);
   if (!s) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
-  /* Jitted programs of this context run shard_map on its CPU devices. */
-  atomic_store(&mesh->ctx->spmd_evals, kdist_spmd_evals());
   s->f = f, s->mesh = mesh, s->check_rep = check_rep != 0;
   size_t n = 0;
   for (int a = 0; a < mesh->ndim; a++)
     n += (size_t)snprintf(s->mesh_text + n, sizeof s->mesh_text - n, "%s%s=%lld", a ? "," : "",
                           mesh->names[a], (long long)mesh->shape[a]);
-  kiln_status st = kir_mesh_parse("kiln_shard_map", s->mesh_text, &s->km);
+  st = kir_mesh_parse("kiln_shard_map", s->mesh_text, &s->km);
   if (!st) st = kiln_tree_map(copy_spec_leaf, s, 1, &in_specs, &s->in_specs);
   if (!st) st = kiln_tree_map(copy_spec_leaf, s, 1, &out_specs, &s->out_specs);
   char name[128];

@@ -1,15 +1,19 @@
 /* Running a shard_map on the CPU virtual devices: one thread per device of
- * the mesh, each evaluating the body on its own shards, the collectives
- * exchanging real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
- * reductions, a timeout, failure spread to every member). A device that
- * fails reports it to every group it belongs to, so no member waits for it;
- * the call returns the first device's own error. */
+ * the mesh, each running the body on its own shards through its own
+ * executable (the body compiled once per device and cached by its text; the
+ * kernel cache shares the kernels), the collectives being OPAQUE steps that
+ * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
+ * reductions, a timeout, failure spread to every member). Bodies with
+ * effects run on the reference evaluators, still one thread per device. A
+ * device that fails reports it to every group it belongs to, so no member
+ * waits for it; the call returns the first device's own error. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
 #include "dist/dist.h"
+#include "runtime/runtime.h"
 
 /* The groups of one axis set: n_groups groups of `size` members. */
 typedef struct axis_groups {
@@ -26,16 +30,46 @@ typedef struct spmd_run {
   axis_groups *sets;
 } spmd_run;
 
-typedef struct device_run {
+typedef struct device_run device_run;
+
+/* What a device's evaluators see as env->user: the call it takes part in
+ * (a cached executable keeps its env, so the slot outlives the call). */
+typedef struct device_slot {
+  device_run *cur;
+} device_slot;
+
+struct device_run {
   spmd_run *run;
   int64_t d;
   int64_t coord[KIR_MESH_MAX_AXES];
-  kir_eval_env env; /* the caller's, with the device evaluators and this as user */
+  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
+  device_slot own;  /* the slot when no cached executable runs the body */
   const kir_program *body;
+  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
+  const kdev_exec_ops *ops;
   kir_buffer *in, *out;
   kiln_status st;
   char msg[1024];
-} device_run;
+};
+
+/* A body compiled once per device (the kernel cache shares the kernels),
+ * found again by its text; the executables' envs point at `slots`. */
+typedef struct body_entry {
+  char *text;
+  kir_program *prog; /* the shard_map alone, parsed back from text: owns the body */
+  int64_t n;
+  kdev_exec **x;
+  device_slot *slots;
+  pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots */
+  struct body_entry *next;
+} body_entry;
+
+typedef struct spmd_state {
+  kir_eval_table table; /* the reference evaluators with shard_map on threads; ctx = this */
+  kiln_ctx *ctx;
+  pthread_mutex_t mu; /* guards entries */
+  body_entry *entries;
+} spmd_state;
 
 /* ---- groups ---- */
 
@@ -268,7 +302,8 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
 static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
                                           void *ctx) {
   const kir_eval_env *env = ctx;
-  return device_collective(env->user, e, in, out);
+  const device_slot *slot = env->user;
+  return device_collective(slot->cur, e, in, out);
 }
 
 /* ---- one thread per device ---- */
@@ -299,12 +334,118 @@ static void device_abandon(device_run *dr, const char *why) {
 
 static void *device_main(void *arg) {
   device_run *dr = arg;
-  dr->st = kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
+  dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out)
+                 : kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
   if (dr->st) {
     snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
     device_abandon(dr, dr->msg);
   }
   return NULL;
+}
+
+/* ---- the per-device executables, cached by body text ---- */
+
+static void entry_free(const kiln_ctx *ctx, body_entry *b) {
+  for (int64_t d = 0; b->x && d < b->n; d++)
+    if (b->x[d]) ctx->be.exec->free(b->x[d]);
+  kir_program_free(b->prog);
+  pthread_mutex_destroy(&b->run_mu);
+  free(b->x), free(b->slots), free(b->text), free(b);
+}
+
+static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_entry **out) {
+  kiln_ctx *ctx = s->ctx;
+  body_entry *b = calloc(1, sizeof *b);
+  kcache *cache = NULL;
+  kiln_status st = b ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  if (!st) {
+    pthread_mutex_init(&b->run_mu, NULL);
+    b->n = n;
+    b->text = kcore_strdup(text);
+    b->x = calloc((size_t)n, sizeof *b->x);
+    b->slots = calloc((size_t)n, sizeof *b->slots);
+    if (!b->text || !b->x || !b->slots)
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  }
+  if (!st) st = kir_parse(text, &b->prog);
+  if (!st) st = krt_ctx_kcache(ctx, &cache);
+  const kir_program *body = st ? NULL : b->prog->eqns[0].params.shard_map.jaxpr;
+  for (int64_t d = 0; !st && d < n; d++) {
+    kir_eval_env env;
+    kir_eval_env_init(&env, &device_table);
+    env.user = &b->slots[d];
+    kdev_build build = {.name = "shard_map body", .prog = body, .env = &env, .cache = cache,
+                        .config = &ctx->config};
+    st = ctx->be.exec->build(&ctx->be.devices[d], &build, &b->x[d]);
+  }
+  if (st) {
+    if (b) entry_free(ctx, b);
+    return kcore_fail_wrap(st, "compiling a shard_map body");
+  }
+  *out = b;
+  return KILN_OK;
+}
+
+/* The body's cached executables (NULL: run it on the reference
+ * evaluators: it has effects, or the backend builds none). */
+/* The shard_map equation alone as a program's text: the copy it parses
+ * back to owns a body whose collectives are bound (and verified). */
+static char *wrapper_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out,
+                          const char *body) {
+  const kir_p_shard_map *p = &e->params.shard_map;
+  size_t cap = strlen(body) + strlen(p->in_specs) + strlen(p->out_specs) + strlen(p->mesh) +
+               (size_t)(e->n_in + e->n_out) * (KIR_AVAL_STR_CAP + 16) + 256;
+  char *t = malloc(cap), a[KIR_AVAL_STR_CAP];
+  if (!t) return NULL;
+  size_t n = (size_t)snprintf(t, cap, "{ lambda ; ");
+  for (int k = 0; k < e->n_in; k++)
+    n += (size_t)snprintf(t + n, cap - n, "%sx%d:%s", k ? " " : "", k, kir_aval_str(&in[k].aval, a, sizeof a));
+  n += (size_t)snprintf(t + n, cap - n, ". let ");
+  for (int k = 0; k < e->n_out; k++)
+    n += (size_t)snprintf(t + n, cap - n, "y%d:%s ", k, kir_aval_str(&out[k].aval, a, sizeof a));
+  n += (size_t)snprintf(t + n, cap - n, "= shard_map[check_rep=False in_specs=\"%s\" jaxpr=%s "
+                        "mesh=\"%s\" out_specs=\"%s\"]", p->in_specs, body, p->mesh, p->out_specs);
+  for (int k = 0; k < e->n_in; k++) n += (size_t)snprintf(t + n, cap - n, " x%d", k);
+  n += (size_t)snprintf(t + n, cap - n, " in (");
+  for (int k = 0; k < e->n_out; k++) n += (size_t)snprintf(t + n, cap - n, "%sy%d", k ? ", " : "", k);
+  snprintf(t + n, cap - n, "%s) }", e->n_out == 1 ? "," : "");
+  return t;
+}
+
+static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *in,
+                             const kir_buffer *out, int64_t n, body_entry **found) {
+  const kir_program *body = e->params.shard_map.jaxpr;
+  *found = NULL;
+  if (!s || !s->ctx->be.exec || kir_program_has_effect(body) || n > s->ctx->be.num_devices)
+    return KILN_OK;
+  char *body_text = NULL, *text = NULL;
+  kiln_status st = kir_print(body, &body_text);
+  if (!st && !(text = wrapper_text(e, in, out, body_text)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  free(body_text);
+  if (st) return st;
+  pthread_mutex_lock(&s->mu);
+  body_entry *b = s->entries;
+  while (b && (b->n != n || strcmp(b->text, text))) b = b->next;
+  if (!b && !(st = entry_build(s, text, n, &b))) {
+    b->next = s->entries;
+    s->entries = b;
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(text);
+  if (!st && b->x[0]) *found = b;
+  return st;
+}
+
+static void state_free(void *p) {
+  spmd_state *s = p;
+  while (s->entries) {
+    body_entry *next = s->entries->next;
+    entry_free(s->ctx, s->entries);
+    s->entries = next;
+  }
+  pthread_mutex_destroy(&s->mu);
+  free(s);
 }
 
 static void run_free(spmd_run *r) {
@@ -338,10 +479,18 @@ static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in
   if (!st) scan_program((kir_program *)body, &scan);
   if (!st) st = scan.st;
   pthread_once(&device_once, device_table_build);
+  body_entry *entry = NULL;
+  if (!st) st = entry_get(env->user, e, in, out, run.n, &entry);
+  if (entry) pthread_mutex_lock(&entry->run_mu);
   for (int64_t d = 0; !st && d < run.n; d++) {
     device_run *dr = &devs[d];
     dr->run = &run, dr->d = d, dr->body = body, dr->env = *env;
-    dr->env.table = &device_table, dr->env.user = dr;
+    dr->own.cur = dr;
+    dr->env.table = &device_table, dr->env.user = &dr->own;
+    if (entry) {
+      dr->x = entry->x[d], dr->ops = ((spmd_state *)env->user)->ctx->be.exec;
+      entry->slots[d].cur = dr;
+    }
     dr->in = bufs + (size_t)d * nio, dr->out = dr->in + body->n_invars;
     kir_mesh_coords(&run.m, d, dr->coord);
     for (size_t k = 0; !st && k < nio; k++) {
@@ -363,6 +512,7 @@ static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in
       device_abandon(&devs[started], "its thread did not start");
     }
   for (int64_t d = 0; d < started; d++) pthread_join(threads[d], NULL);
+  if (entry) pthread_mutex_unlock(&entry->run_mu);
   /* The first device that failed on its own (not because another did). */
   for (int pass = 0; !st && pass < 2; pass++)
     for (int64_t d = 0; !st && d < started; d++)
@@ -379,15 +529,25 @@ static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in
   return st;
 }
 
-static kir_eval_table spmd_table;
-static pthread_once_t spmd_once = PTHREAD_ONCE_INIT;
-
-static void spmd_table_build(void) {
-  spmd_table = *kir_reference_evals();
-  spmd_table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;
-}
-
-const kir_eval_table *kdist_spmd_evals(void) {
-  pthread_once(&spmd_once, spmd_table_build);
-  return &spmd_table;
+kiln_status kdist_spmd_install(kiln_ctx *ctx) {
+  static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER; /* guards the install only */
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&once);
+  if (!ctx->spmd_state) {
+    spmd_state *s = calloc(1, sizeof *s);
+    if (!s) {
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
+    } else {
+      s->table = *kir_reference_evals();
+      s->table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;
+      s->table.ctx = s;
+      s->ctx = ctx;
+      pthread_mutex_init(&s->mu, NULL);
+      ctx->spmd_state = s;
+      ctx->spmd_free = state_free;
+      atomic_store(&ctx->spmd_evals, &s->table);
+    }
+  }
+  pthread_mutex_unlock(&once);
+  return st;
 }
