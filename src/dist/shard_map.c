@@ -163,17 +163,6 @@ static unsigned axes_mask(const kir_mesh *m, const char *names) {
   return mask;
 }
 
-static const char *eqn_axes(const kir_eqn *e) {
-  switch (kir_prim_get(e->prim)->params) {
-    case KIR_PARAMS_COLLECTIVE: return e->params.collective.axis_name;
-    case KIR_PARAMS_ALL_GATHER: return e->params.all_gather.axis_name;
-    case KIR_PARAMS_PSUM_SCATTER: return e->params.psum_scatter.axis_name;
-    case KIR_PARAMS_PPERMUTE: return e->params.ppermute.axis_name;
-    case KIR_PARAMS_ALL_TO_ALL: return e->params.all_to_all.axis_name;
-    default: return NULL;
-  }
-}
-
 typedef struct nested_axes {
   const kir_mesh *m;
   unsigned mask;
@@ -183,7 +172,7 @@ static void nested_visit(kir_program *sub, void *user) {
   nested_axes *na = user;
   for (int i = 0; i < sub->n_eqns; i++) {
     const kir_eqn *e = &sub->eqns[i];
-    const char *names = eqn_axes(e);
+    const char *names = kir_collective_axes(e, NULL);
     if (names) na->mask |= axes_mask(na->m, names);
     kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, nested_visit, user);
   }
@@ -195,7 +184,7 @@ static void vary_axes(const kir_mesh *m, const kir_program *body, unsigned *vary
     const kir_eqn *e = &body->eqns[i];
     unsigned in = 0, out;
     for (int k = 0; k < e->n_in; k++) in |= vary[e->in[k]];
-    const char *names = eqn_axes(e);
+    const char *names = kir_collective_axes(e, NULL);
     unsigned ax = names ? axes_mask(m, names) : 0;
     switch (e->prim) {
       case KIR_PRIM_PSUM:

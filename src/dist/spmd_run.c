@@ -73,21 +73,10 @@ typedef struct spmd_state {
 
 /* ---- groups ---- */
 
-static const char *coll_axes(const kir_eqn *e) {
-  switch (kir_prim_get(e->prim)->params) {
-    case KIR_PARAMS_COLLECTIVE: return e->params.collective.axis_name;
-    case KIR_PARAMS_ALL_GATHER: return e->params.all_gather.axis_name;
-    case KIR_PARAMS_PSUM_SCATTER: return e->params.psum_scatter.axis_name;
-    case KIR_PARAMS_PPERMUTE: return e->params.ppermute.axis_name;
-    case KIR_PARAMS_ALL_TO_ALL: return e->params.all_to_all.axis_name;
-    default: return NULL;
-  }
-}
-
 /* The axes a collective runs over, as indices; ppermute numbers its ranks
  * in mesh order (as JAX), the others in the order named. */
 static kiln_status coll_axis_list(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
-  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), coll_axes(e), m, na, ax);
+  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), kir_collective_axes(e, NULL), m, na, ax);
   for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
     for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
       int t = ax[k];
@@ -137,7 +126,7 @@ static void scan_program(kir_program *p, void *user) {
   for (int i = 0; i < p->n_eqns && !s->st; i++) {
     const kir_eqn *e = &p->eqns[i];
     int na, ax[KIR_MESH_MAX_AXES];
-    if (coll_axes(e) && e->prim != KIR_PRIM_AXIS_INDEX) {
+    if (kir_collective_axes(e, NULL) && e->prim != KIR_PRIM_AXIS_INDEX) {
       s->st = coll_axis_list(&s->r->m, e, &na, ax);
       if (!s->st) s->st = add_set(s->r, na, ax);
     }
@@ -164,37 +153,6 @@ static int64_t prod(const int64_t *v, int from, int to) {
   return p;
 }
 
-/* all_to_all's received blocks (recv[s]: sender s's chunk, the operand's
- * shape with split_axis k long) placed into the result. */
-static void a2a_unpack(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
-                       const char *recv, char *dst) {
-  size_t es = kiln_dtype_size(in->dtype);
-  int sa = (int)p->split_axis, ca = (int)p->concat_axis;
-  int64_t c[KIR_MAX_RANK], idx[KIR_MAX_RANK] = {0}, x[KIR_MAX_RANK];
-  memcpy(c, in->shape, sizeof c);
-  c[sa] /= p->axis_size;
-  int64_t chunk = prod(c, 0, in->rank), n = kir_aval_size(out);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t s;
-    if (p->tiled) {
-      memcpy(x, idx, sizeof x);
-      s = idx[ca] / c[ca];
-      x[ca] = idx[ca] % c[ca];
-    } else {
-      s = idx[ca];
-      int m = 0;
-      for (int d = 0; d < out->rank; d++)
-        if (d != ca) x[m++] = idx[d];
-      memmove(&x[sa + 1], &x[sa], (size_t)(in->rank - 1 - sa) * sizeof x[0]);
-      x[sa] = 0;
-    }
-    int64_t off = 0;
-    for (int d = 0; d < in->rank; d++) off = off * c[d] + x[d];
-    memcpy(dst + (size_t)i * es, recv + (size_t)(s * chunk + off) * es, es);
-    for (int d = out->rank - 1; d >= 0 && ++idx[d] == out->shape[d]; d--) idx[d] = 0;
-  }
-}
-
 /* Moves block r of dimension dim to the front: [outer][n][block] ->
  * [n][outer][block] (back = the inverse). */
 static void blocks_to_front(const char *src, char *dst, int64_t outer, int64_t n, size_t block,
@@ -219,7 +177,7 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
     return st;
   }
   if (st) return st;
-  if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), coll_axes(e));
+  if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
   kcpu_coll_group *g = group_of(dr, set, &rank);
   const kir_aval *a = &in[0].aval;
   kiln_dtype dt = a->dtype;
@@ -280,7 +238,7 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
       blocks_to_front(src, tmp, prod(a->shape, 0, sa), n,
                       (size_t)(a->shape[sa] / n * prod(a->shape, sa + 1, a->rank)) * es, false);
       st = kcpu_coll_all_to_all(g, rank, dt, count, tmp, wide_out);
-      if (!st) a2a_unpack(p, a, &out[0].aval, wide_out, out[0].data);
+      if (!st) kir_all_to_all_unpack(p, a, &out[0].aval, wide_out, out[0].data);
       break;
     }
     case KIR_NUM_PRIMS: break;

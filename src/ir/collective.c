@@ -360,8 +360,10 @@ kiln_status kir_rule_shard_map(kir_prim prim, const kir_params *params, int n_in
 
 /* ---- binding ---- */
 
-static const char *coll_axis_name(const kir_eqn *e, int64_t *size) {
+const char *kir_collective_axes(const kir_eqn *e, int64_t *size) {
   const kir_params *p = &e->params;
+  int64_t ignored;
+  if (!size) size = &ignored;
   switch (kir_prim_get(e->prim)->params) {
     case KIR_PARAMS_COLLECTIVE: *size = p->collective.axis_size; return p->collective.axis_name;
     case KIR_PARAMS_ALL_GATHER: *size = p->all_gather.axis_size; return p->all_gather.axis_name;
@@ -408,7 +410,7 @@ static kiln_status bound_axes(const kir_program *p, kir_mesh *env) {
 
 kiln_status kir_collective_verify(const kir_program *p, const kir_eqn *e) {
   int64_t size = 0;
-  const char *name = coll_axis_name(e, &size);
+  const char *name = kir_collective_axes(e, &size);
   if (!name) return KILN_OK; /* shard_map itself: its rule checked it */
   kir_mesh env;
   kiln_status st = bound_axes(p, &env);

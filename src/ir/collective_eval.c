@@ -129,33 +129,31 @@ static int64_t prod(const int64_t *v, int from, int to) {
   return p;
 }
 
-/* all_to_all for the receiver of rank r: out element idx comes from sender
- * s's element at the index computed below (see kir_rule_all_to_all). */
-static void all_to_all_one(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
-                           int64_t r, char *const *src, char *dst) {
+void kir_all_to_all_unpack(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
+                           const void *recv, void *dst) {
   size_t es = kiln_dtype_size(in->dtype);
-  int64_t n = kir_aval_size(out), idx[KIR_MAX_RANK] = {0}, x[KIR_MAX_RANK];
   int sa = (int)p->split_axis, ca = (int)p->concat_axis;
-  int64_t k = in->shape[sa] / p->axis_size;
+  int64_t c[KIR_MAX_RANK], idx[KIR_MAX_RANK] = {0}, x[KIR_MAX_RANK];
+  memcpy(c, in->shape, sizeof c);
+  c[sa] /= p->axis_size;
+  int64_t chunk = prod(c, 0, in->rank), n = kir_aval_size(out);
   for (int64_t i = 0; i < n; i++) {
     int64_t s;
-    if (p->tiled) {
-      int64_t bc = sa == ca ? k : in->shape[ca];
+    if (p->tiled) { /* blocks side by side along concat_axis */
       memcpy(x, idx, sizeof x);
-      s = idx[ca] / bc;
-      x[ca] = idx[ca] % bc;
-      x[sa] += r * k;
-    } else {
+      s = idx[ca] / c[ca];
+      x[ca] = idx[ca] % c[ca];
+    } else { /* blocks stacked on a new concat_axis; split_axis (now 1) dropped */
       s = idx[ca];
       int m = 0;
       for (int d = 0; d < out->rank; d++)
         if (d != ca) x[m++] = idx[d];
       memmove(&x[sa + 1], &x[sa], (size_t)(in->rank - 1 - sa) * sizeof x[0]);
-      x[sa] = r;
+      x[sa] = 0;
     }
     int64_t off = 0;
-    for (int d = 0; d < in->rank; d++) off = off * in->shape[d] + x[d];
-    memcpy(dst + (size_t)i * es, src[s] + (size_t)off * es, es);
+    for (int d = 0; d < in->rank; d++) off = off * c[d] + x[d];
+    memcpy((char *)dst + (size_t)i * es, (const char *)recv + (size_t)(s * chunk + off) * es, es);
     for (int d = out->rank - 1; d >= 0 && ++idx[d] == out->shape[d]; d--) idx[d] = 0;
   }
 }
@@ -165,15 +163,8 @@ static void all_to_all_one(const kir_p_all_to_all *p, const kir_aval *in, const 
 static kiln_status eval_collective(const spmd *s, const kir_eqn *e, kir_buffer *in,
                                    kir_buffer *out) {
   const char *op = kir_prim_name(e->prim);
-  const char *names;
+  const char *names = kir_collective_axes(e, NULL);
   int64_t size;
-  switch (kir_prim_get(e->prim)->params) {
-    case KIR_PARAMS_ALL_GATHER: names = e->params.all_gather.axis_name; break;
-    case KIR_PARAMS_PSUM_SCATTER: names = e->params.psum_scatter.axis_name; break;
-    case KIR_PARAMS_PPERMUTE: names = e->params.ppermute.axis_name; break;
-    case KIR_PARAMS_ALL_TO_ALL: names = e->params.all_to_all.axis_name; break;
-    default: names = e->params.collective.axis_name; break;
-  }
   int na, axes[KIR_MESH_MAX_AXES];
   kiln_status st = kir_axes_parse(op, names, &s->m, &na, axes);
   if (st) return st;
@@ -187,9 +178,11 @@ static kiln_status eval_collective(const spmd *s, const kir_eqn *e, kir_buffer *
   size = 1;
   for (int k = 0; k < na; k++) size *= s->m.size[axes[k]];
   char **src = malloc((size_t)size * sizeof *src);
+  char *recv = e->prim == KIR_PRIM_ALL_TO_ALL ? malloc(in[0].nbytes + 1) : NULL;
   int(*pairs)[2] = malloc((size_t)size * sizeof *pairs);
   int npairs = 0;
-  if (!src || !pairs) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!src || !pairs || (e->prim == KIR_PRIM_ALL_TO_ALL && !recv))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   if (!st && e->prim == KIR_PRIM_PPERMUTE)
     st = kir_perm_parse(e->params.ppermute.perm, size, &npairs, pairs);
   for (int64_t d = 0; !st && d < s->n; d++) {
@@ -231,9 +224,17 @@ static kiln_status eval_collective(const spmd *s, const kir_eqn *e, kir_buffer *
         for (int k = 0; k < npairs; k++)
           if (pairs[k][1] == r) memcpy(dst, src[pairs[k][0]], out[d].nbytes);
         break;
-      case KIR_PRIM_ALL_TO_ALL:
-        all_to_all_one(&e->params.all_to_all, a, &out[d].aval, r, src, dst);
+      case KIR_PRIM_ALL_TO_ALL: { /* block r of every sender, then as received */
+        int sa = (int)e->params.all_to_all.split_axis;
+        int64_t outer = prod(a->shape, 0, sa);
+        size_t block = (size_t)(a->shape[sa] / size * prod(a->shape, sa + 1, a->rank)) * es;
+        for (int64_t k = 0; k < size; k++)
+          for (int64_t o = 0; o < outer; o++)
+            memcpy(recv + (size_t)(k * outer + o) * block, src[k] + (size_t)(o * size + r) * block,
+                   block);
+        kir_all_to_all_unpack(&e->params.all_to_all, a, &out[d].aval, recv, dst);
         break;
+      }
       case KIR_PRIM_AXIS_INDEX: {
         int32_t v = (int32_t)r;
         memcpy(dst, &v, sizeof v);
@@ -245,6 +246,7 @@ static kiln_status eval_collective(const spmd *s, const kir_eqn *e, kir_buffer *
   }
   free(src);
   free(pairs);
+  free(recv);
   return st;
 }
 

@@ -792,6 +792,14 @@ kiln_status kir_debug_format(const char *fmt, int n, const kir_buffer *values, c
 /* Checks that every mesh axis a collective equation e of p names is bound
  * by an enclosing shard_map with the sizes e carries (collective.c). */
 kiln_status kir_collective_verify(const kir_program *p, const kir_eqn *e);
+/* A collective equation's axis_name (its axis_size in *size, may be NULL);
+ * NULL for any other equation. */
+const char *kir_collective_axes(const kir_eqn *e, int64_t *size);
+/* all_to_all's result (out) for one member from the blocks it received:
+ * recv holds sender s's block at s * block, each shaped like the operand
+ * (in) with split_axis divided by axis_size (collective_eval.c). */
+void kir_all_to_all_unpack(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
+                           const void *recv, void *dst);
 
 /* ---- shard_map's params, parsed (collective.c) ---- */
 #define KIR_MESH_MAX_AXES 8
