@@ -8,6 +8,7 @@
 #include "kiln/device.h"
 #include "kiln/status.h"
 #include "kiln/tree.h"
+#include "kiln/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,74 @@ kiln_status kiln_pad_shard_unpad(kiln_ctx *ctx, kiln_apply_fn f, void *user,
                                  const kiln_pad_shard_unpad_options *opts, kiln_padded **out);
 kiln_status kiln_padded_call(kiln_padded *p, const kiln_tree *args, kiln_tree **out);
 void kiln_padded_free(kiln_padded *p);
+/* ---- shard_map and pmap ---- */
+/* jax.shard_map: a function that runs f once per device of mesh, on that
+ * device's shard of every argument. in_specs / out_specs are pytrees whose
+ * leaves are kiln_pspec pointers (KILN_LEAF_PTR; copied), matched as
+ * prefixes of the argument tuple and of f's result tree. f is traced once
+ * over the per-shard types with the mesh's axes bound for collectives. An
+ * out spec that leaves an axis out asserts that the value is replicated
+ * over it; with check_rep, one not provably so is a trace-time error naming
+ * the axis. Values f captures are passed to every device whole. f and mesh
+ * are borrowed and must outlive the result. Call it inside a trace or
+ * through kiln_jit: on CPU devices each device of the mesh runs the body on
+ * its own thread, the collectives moving data between them; the reference
+ * executor (KILN_EXECUTOR=reference) evaluates the body for every device in
+ * lockstep instead. A mesh of CUDA devices is KILN_ERR_UNIMPLEMENTED (the
+ * NCCL path is not wired in yet). The mesh's devices are taken to be the
+ * context's first ones in order. */
+kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree *in_specs,
+                           const kiln_tree *out_specs, int check_rep, kiln_func **out);
+
+/* in_axes / out_axes entry for an argument or result that is not mapped. */
+#define KILN_PMAP_NONE (-1000)
+/* jax.pmap as shard_map over a one-axis mesh named axis_name over the
+ * devices (NULL: all of ctx's): in_axes[i] (n_in_axes entries, one per
+ * top-level argument; NULL: 0 for all) is the mapped axis of every leaf of
+ * argument i, whose size must equal the device count; f sees each leaf with
+ * that axis removed. Every result leaf gets the mapped axis back at
+ * out_axes (>= 0), or is returned replicated (KILN_PMAP_NONE). f is
+ * borrowed. */
+kiln_status kiln_pmap(kiln_ctx *ctx, const kiln_func *f, const char *axis_name, int n_in_axes,
+                      const int *in_axes, int out_axes, int n_devices,
+                      kiln_device *const *devices, kiln_func **out);
+
+/* ---- collectives inside shard_map / pmap bodies (jax.lax's) ----
+ * `axes` names one mesh axis ("data") or several ("data,model" or
+ * "(data, model)", the first major); each must be bound by an enclosing
+ * shard_map or pmap, else the trace fails naming it and the bound axes. */
+kiln_val *kiln_psum(kiln_trace *t, kiln_val *x, const char *axes); /* bool sums as int32 */
+kiln_val *kiln_pmax(kiln_trace *t, kiln_val *x, const char *axes);
+kiln_val *kiln_pmin(kiln_trace *t, kiln_val *x, const char *axes);
+/* psum divided by the axis size (integers as jnp's true division: float32). */
+kiln_val *kiln_pmean(kiln_trace *t, kiln_val *x, const char *axes);
+/* Stacks every member's x along a new axis at `axis` (tiled: concatenates
+ * along `axis`). */
+kiln_val *kiln_all_gather(kiln_trace *t, kiln_val *x, const char *axes, int axis, int tiled);
+/* Sums over the members and keeps this member's block of
+ * scatter_dimension (tiled; untiled that dimension equals the axis size
+ * and is removed). */
+kiln_val *kiln_psum_scatter(kiln_trace *t, kiln_val *x, const char *axes, int scatter_dimension,
+                            int tiled);
+/* Sends x from perm[i][0] to perm[i][1] (positions along the axes); a
+ * member that receives nothing gets zeros. */
+kiln_val *kiln_ppermute(kiln_trace *t, kiln_val *x, const char *axes, int n_pairs,
+                        const int (*perm)[2]);
+/* Splits split_axis into one block per member, sends block j to member j
+ * and concatenates the blocks received along concat_axis (tiled; untiled
+ * split_axis equals the axis size, is removed, and the received blocks are
+ * stacked on a new axis at concat_axis). */
+kiln_val *kiln_all_to_all(kiln_trace *t, kiln_val *x, const char *axes, int split_axis,
+                          int concat_axis, int tiled);
+/* This member's int32 position along the axes. */
+kiln_val *kiln_axis_index(kiln_trace *t, const char *axes);
+/* The number of members along the axes (lax.axis_size), known at trace
+ * time; -1 with the trace failed when an axis is not bound. */
+int64_t kiln_axis_size(kiln_trace *t, const char *axes);
+/* psum / pmean over every leaf of a tree of values (flax.jax_utils.pmean):
+ * a new tree of the same structure. */
+kiln_tree *kiln_psum_tree(kiln_trace *t, const kiln_tree *x, const char *axes);
+kiln_tree *kiln_pmean_tree(kiln_trace *t, const kiln_tree *x, const char *axes);
 
 #ifdef __cplusplus
 }

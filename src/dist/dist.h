@@ -87,6 +87,10 @@ const char *kdist_path_name(const kiln_path *p, char *buf, size_t cap);
  * all of ctx's), arrays split along axis 0. */
 kiln_status kdist_stack_sharding(const char *op, kiln_ctx *ctx, int ndevices,
                                  kiln_device *const *devices, kiln_sharding **out);
+/* Makes the context's jitted programs run shard_map on one thread per
+ * device of its mesh, the body compiled once per device and the collectives
+ * through the CPU rendezvous (spmd_run.c); idempotent. */
+kiln_status kdist_spmd_install(kiln_ctx *ctx);
 
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);

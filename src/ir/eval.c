@@ -26,6 +26,7 @@ static void kir_reference_build(void) {
   kir_control_evals(t);
   kir_rng_evals(t);
   kir_call_evals(t);
+  kir_collective_evals(t);
 }
 
 const kir_eval_table *kir_reference_evals(void) {
