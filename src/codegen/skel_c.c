@@ -60,7 +60,7 @@ static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
         c, scope, ix, base,
         kcg_strf(c,
                  "for (kiln_i64 %s = 0; %s < %lld; %s += KILN_LANES) {\n"
-                 "  for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
                  "    const kiln_i64 %s = %s + %s;",
                  jb, jb, (long long)main, jb, l, l, l, j, jb, l),
         j, row->cache ? j : NULL, len);
