@@ -294,11 +294,29 @@ static void kir_gemm_pack(const kir_gemm_side *s, kiln_dtype c, void *work) {
 }
 
 static bool kir_has_subnormal(const kir_buffer *b) {
+  enum { BLOCK = 4096 }; /* a branch-free (vectorised) pass per block */
   int64_t n = kir_aval_size(&b->aval);
-  for (int64_t i = 0; i < n; i++) {
-    double v = b->aval.dtype == KILN_F32 ? ((const float *)b->data)[i]
-                                         : ((const double *)b->data)[i];
-    if (v != 0 && kir_dot_flush(b->aval.dtype, v) == 0) return true;
+  const unsigned char *d = b->data;
+  bool f32 = b->aval.dtype == KILN_F32;
+  for (int64_t i = 0; i < n; i += BLOCK) {
+    int64_t end = n - i < BLOCK ? n : i + BLOCK;
+    unsigned any = 0;
+    if (f32) {
+      for (int64_t j = i; j < end; j++) {
+        uint32_t u;
+        memcpy(&u, d + j * 4, 4);
+        u &= 0x7fffffffu;
+        any |= (unsigned)(u != 0) & (unsigned)(u < 0x00800000u);
+      }
+    } else {
+      for (int64_t j = i; j < end; j++) {
+        uint64_t u;
+        memcpy(&u, d + j * 8, 8);
+        u &= 0x7fffffffffffffffull;
+        any |= (unsigned)(u != 0) & (unsigned)(u < 0x0010000000000000ull);
+      }
+    }
+    if (any) return true;
   }
   return false;
 }
@@ -368,9 +386,51 @@ static void kir_gemm_bits(bool is_bool, int64_t nb, int64_t m, int64_t n, int64_
   }
 }
 
+/* The common stores without the generic per-element conversion: f32 or
+ * f64 results stored as themselves (subnormals flushed to signed zero, on
+ * the bits, vectorised; acc may be dst) and f32 accumulators rounded to
+ * bf16/f16 results (after the flush); a NaN becomes kir_round_to_dtype's
+ * one NaN, as on the generic path.
+ * False for the rest. */
+static bool kir_gemm_store_fast(kir_work w, kiln_dtype c, kiln_dtype p, const void *acc,
+                                int64_t n, void *dst) {
+  if (c != p) return false;
+  if (w == KIR_WORK_F32 && c == KILN_F32) {
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, (const char *)acc + i * 4, 4);
+      u = (u & 0x7f800000u) ? u : (u & 0x80000000u);
+      u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u;
+      memcpy((char *)dst + i * 4, &u, 4);
+    }
+    return true;
+  }
+  if (w == KIR_WORK_F64 && c == KILN_F64) {
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t u;
+      memcpy(&u, (const char *)acc + i * 8, 8);
+      u = (u & 0x7ff0000000000000ull) ? u : (u & 0x8000000000000000ull);
+      u = (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull ? 0x7ff8000000000000ull : u;
+      memcpy((char *)dst + i * 8, &u, 8);
+    }
+    return true;
+  }
+  if (w == KIR_WORK_F32 && (c == KILN_BF16 || c == KILN_F16)) {
+    for (int64_t i = 0; i < n; i++) {
+      float f = ((const float *)acc)[i];
+      f = isnan(f) ? NAN : fabsf(f) < FLT_MIN ? copysignf(0.0f, f) : f;
+      uint16_t h = c == KILN_BF16 ? kiln_f32_to_bf16(f) : kiln_f32_to_f16(f);
+      memcpy((char *)dst + i * 2, &h, 2);
+    }
+    return true;
+  }
+  return false;
+}
+
 /* Rounds the accumulators to the compute dtype c and stores them as p. */
 static void kir_gemm_store(kir_work w, kiln_dtype c, kiln_dtype p, const void *acc, int64_t n,
                            void *dst) {
+  if (kir_gemm_store_fast(w, c, p, acc, n, dst)) return;
   size_t es = kiln_dtype_size(p);
   for (int64_t i = 0; i < n; i++) {
     kir_scalar v;
