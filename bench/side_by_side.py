@@ -4,12 +4,13 @@ kiln/jax per case, minimum and median over the rounds.
 
     python3 bench/side_by_side.py [--build build] [--rounds 5] [--iters 3]
         [--scales 1,0.25] [--only REGEX] [--matmul 512,1024,2048]
-        [--no-fusion] [--json PATH] [--out PATH]
+        [--no-fusion] [--no-dispatch] [--json PATH] [--out PATH]
 
 A round times every selected case with kiln (bench_fusion --fused-only and
 bench_matmul, each a fresh process: its kernels come from the disk cache,
-its inputs from the formula of bench/cases.c) and then with jax.jit in this
-process (bench/jax_reference.py's functions and inputs), the order flipped on
+its inputs from the formula of bench/cases.c; bench_dispatch --quick for a
+cached call and the cold first call of a small program) and then with jax.jit
+in this process (bench/jax_reference.py's functions and inputs), the order flipped on
 every other round so that neither side always runs on a warmer machine. Each
 side reports the median of --iters calls after a warm-up; the ratio
 kiln_ms / jax_ms is taken per round, and its minimum and median over the
@@ -79,6 +80,11 @@ class Side:
         n = int(name.split("_")[1].rstrip("^3"))
         if n in a.matmul:
           out[("matmul", name)] = row["kiln_ms"]
+    if not a.no_dispatch:
+      rows = run_kiln([os.path.join(bench, "bench_dispatch"), "--quick", "--iters", "2000",
+                       "--compile-iters", str(a.iters)])
+      out[("dispatch", "cached_call_1_kernel")] = rows["cached_call_1_kernel"]["wall_us"] / 1e3
+      out[("dispatch", "first_call_cold")] = rows["first_call_cold"]["total_ms"]
     return out
 
   def jax(self):
@@ -96,6 +102,9 @@ class Side:
       if key not in self.inputs:
         self.inputs[key] = [ref.matrix_values(n, jnp.float32)] * 2
       out[key] = ref.time_ms(self.jitted(ref.matmul), self.inputs[key], a.iters, 1)
+    if not a.no_dispatch:
+      out[("dispatch", "cached_call_1_kernel")] = ref.cached_call_us(2000) / 1e3
+      out[("dispatch", "first_call_cold")] = ref.first_call_ms(a.iters)
     return out
 
   def jitted(self, fn, cache={}):  # one jax.jit per function: compiled once, as kiln's disk cache
@@ -104,9 +113,12 @@ class Side:
     return cache[fn]
 
 
+def where_of(key):
+  return key[0] if isinstance(key[0], str) else f"{64 * key[0]:g} MiB"
+
+
 def label(key):
-  where, name = key
-  return f"{name} @ {'matmul' if where == 'matmul' else f'{64 * where:g} MiB'}"
+  return f"{key[1]} @ {where_of(key)}"
 
 
 def main():
@@ -117,7 +129,8 @@ def main():
   p.add_argument("--scales", default="1,0.25", help="bench_fusion scales (1: 64 MiB f32)")
   p.add_argument("--only", help="fusion cases matching this regular expression")
   p.add_argument("--matmul", default="512,1024,2048", help="square f32 sizes; empty for none")
-  p.add_argument("--no-fusion", action="store_true", help="matmul rows only")
+  p.add_argument("--no-fusion", action="store_true", help="no bench_fusion rows")
+  p.add_argument("--no-dispatch", action="store_true", help="no bench_dispatch rows")
   p.add_argument("--json", help="write the rounds and ratios here")
   p.add_argument("--out", help="write the markdown table here (default: stdout only)")
   a = p.parse_args()
@@ -139,7 +152,7 @@ def main():
   dev = ref.jax.devices()[0]
   lines = [f"kiln vs. jax {ref.jax.__version__} ({dev.platform}, {dev.device_kind}), "
            f"{a.rounds} alternations of median-of-{a.iters} calls; ratio = kiln ms / jax ms "
-           "(< 1: kiln faster)", "",
+           "(< 1: kiln faster); dispatch rows in ms too", "",
            "| case | kiln ms (median) | jax ms (median) | ratio min | ratio median |",
            "| --- | ---: | ---: | ---: | ---: |"]
   rows = []
@@ -147,11 +160,11 @@ def main():
     ks = [k[key] for k, _ in rounds]
     js = [j[key] for _, j in rounds]
     ratios = [kk / jj for kk, jj in zip(ks, js)]
-    row = {"case": key[1], "where": "matmul" if key[0] == "matmul" else f"{64 * key[0]:g}MiB",
+    row = {"case": key[1], "where": where_of(key),
            "kiln_ms": ks, "jax_ms": js, "ratio_min": min(ratios),
            "ratio_median": statistics.median(ratios)}
     rows.append(row)
-    lines.append(f"| {label(key)} | {statistics.median(ks):.3f} | {statistics.median(js):.3f} | "
+    lines.append(f"| {label(key)} | {statistics.median(ks):.4g} | {statistics.median(js):.4g} | "
                  f"{row['ratio_min']:.2f} | {row['ratio_median']:.2f} |")
   text = "\n".join(lines) + "\n"
   sys.stdout.write(text)
