@@ -438,20 +438,6 @@ static kiln_status summary_row(kbench_report *r, const char *row, double *ms, in
   return st;
 }
 
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
 static kiln_status bench_compiles(kbench_report *r, int iters) {
   compile_bench *b = calloc(1, sizeof *b);
   kiln_ctx *ctx = NULL;
@@ -499,7 +485,7 @@ static kiln_status bench_compiles(kbench_report *r, int iters) {
                                "(one sample, cache cold; no target)");
   kiln_ctx_free(ctx);
   kcpu_cc_free(b->cc);
-  remove_dir(b->dir);
+  kbench_remove_tree(b->dir);
   free(b);
   return st;
 }

@@ -25,8 +25,7 @@ static kiln_tree *chain_c(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_val(x);
 }
 
-/* The cache folder and what kiln put in it (files and folders of files). */
-static void remove_tree(const char *dir) {
+void kbench_remove_tree(const char *dir) {
   DIR *d = opendir(dir);
   if (d) {
     char path[1024];
@@ -34,7 +33,7 @@ static void remove_tree(const char *dir) {
       if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
       struct stat s;
-      if (lstat(path, &s) == 0 && S_ISDIR(s.st_mode)) remove_tree(path);
+      if (lstat(path, &s) == 0 && S_ISDIR(s.st_mode)) kbench_remove_tree(path);
       else unlink(path);
     }
     closedir(d);
@@ -89,7 +88,7 @@ static kiln_status one_sample(double c, uint64_t ns[KBENCH_FIRST_CALL_PHASES]) {
   kiln_func_free(f);
   kiln_tree_free(args);
   kiln_ctx_free(ctx);
-  remove_tree(dir);
+  kbench_remove_tree(dir);
   return st;
 }
 

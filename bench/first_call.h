@@ -15,4 +15,7 @@
  * phase, in ms. */
 kiln_status kbench_first_call(int iters, double ms[KBENCH_FIRST_CALL_PHASES]);
 
+/* Removes a folder and what is in it (files and folders of files). */
+void kbench_remove_tree(const char *dir);
+
 #endif
