@@ -1,7 +1,7 @@
 /* bench_dispatch: the host's share of running kernels: jit dispatch,
  * tracing + compiling, NVRTC compiles and kernel-cache hits.
  *
- *   bench_dispatch [--iters N] [--compile-iters N] [--json PATH]
+ *   bench_dispatch [--iters N] [--compile-iters N] [--quick] [--json PATH]
  *
  * Rows (the notes under the table say what each is compared with):
  *   cached_call_1_kernel    kiln_jit_call of x + 1 on f32[4], program cached,
@@ -11,6 +11,8 @@
  *                           (replayed as a CUDA graph on a GPU)
  *   trace_compile_N         kiln_jit_lower + kiln_lowered_compile of an
  *                           N-equation chain (N = 10, 100, 1000)
+ *   first_call_cold         the first call of an 8-equation program, nothing
+ *                           cached (first_call.c), by phase
  *   nvrtc:<case>            NVRTC compiles (CUDA C for sm_90 to a cubin) of
  *                           the fused kernels of bench_fusion's cases
  *   nvrtc_compile_sm90, cubin_cache_hit, c_compile, c_so_cache_hit
@@ -21,7 +23,8 @@
  * Call times are medians over --iters calls after ten warm-up calls;
  * compile times medians over --compile-iters compiles, cache hits over ten
  * times as many loads. NVRTC needs no GPU: the compile rows are real on any
- * machine. */
+ * machine. --quick: cached_call_1_kernel and first_call_cold only (for
+ * bench/side_by_side.py, which sets them beside jax.jit's). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "cases.h"
+#include "first_call.h"
 #include "codegen/codegen.h"
 #include "core/core.h"
 #include "fuse/fuse.h"
@@ -58,6 +62,7 @@ static const char *const kCompileCases[] = {
 
 typedef struct dispatch_args {
   int iters, compile_iters;
+  bool quick;
   const char *json;
 } dispatch_args;
 
@@ -433,20 +438,6 @@ static kiln_status summary_row(kbench_report *r, const char *row, double *ms, in
   return st;
 }
 
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d));) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-}
-
 static kiln_status bench_compiles(kbench_report *r, int iters) {
   compile_bench *b = calloc(1, sizeof *b);
   kiln_ctx *ctx = NULL;
@@ -494,7 +485,7 @@ static kiln_status bench_compiles(kbench_report *r, int iters) {
                                "(one sample, cache cold; no target)");
   kiln_ctx_free(ctx);
   kcpu_cc_free(b->cc);
-  remove_dir(b->dir);
+  kbench_remove_tree(b->dir);
   free(b);
   return st;
 }
@@ -508,6 +499,7 @@ static bool parse_args(int argc, char **argv, dispatch_args *a) {
     if (!strcmp(argv[i], "--iters") && v) a->iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--compile-iters") && v) a->compile_iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && v) a->json = argv[++i];
+    else if (!strcmp(argv[i], "--quick")) a->quick = true;
     else return false;
   }
   return a->iters > 0 && a->compile_iters > 0;
@@ -530,6 +522,14 @@ static kiln_status run(const dispatch_args *a, kbench_report *r) {
   if (!st) st = kbench_report_param(r, "compile_iters", a->compile_iters);
   if (!st)
     st = bench_call(r, "cached_call_1_kernel", ctx, add_one, NULL, true, a->iters, TARGET_CALL_US);
+  double fc[KBENCH_FIRST_CALL_PHASES];
+  if (!st) st = kbench_first_call(a->compile_iters, fc);
+  if (!st) st = kbench_report_row(r, "first_call_cold");
+  if (!st) st = kbench_report_value(r, "lower_ms", fc[0]);
+  if (!st) st = kbench_report_value(r, "compile_ms", fc[1]);
+  if (!st) st = kbench_report_value(r, "call_ms", fc[2]);
+  if (!st) st = kbench_report_value(r, "total_ms", fc[3]);
+  if (a->quick) goto done;
   if (!st)
     st = bench_call(r, "cached_call_20_kernels", unfused, kbench_chain, &twenty, false, a->iters,
                     TARGET_REPLAY_US);
@@ -551,6 +551,7 @@ static kiln_status run(const dispatch_args *a, kbench_report *r) {
     st = bench_trace_compile(r, ctx, sizes[k], iters > 5 ? iters : 5);
   }
   if (!st) st = bench_compiles(r, a->compile_iters);
+done:
   kiln_ctx_free(unfused);
   kiln_ctx_free(ctx);
   return st;
@@ -559,7 +560,8 @@ static kiln_status run(const dispatch_args *a, kbench_report *r) {
 int main(int argc, char **argv) {
   dispatch_args a;
   if (!parse_args(argc, argv, &a)) {
-    fprintf(stderr, "usage: bench_dispatch [--iters N] [--compile-iters N] [--json PATH]\n");
+    fprintf(stderr,
+            "usage: bench_dispatch [--iters N] [--compile-iters N] [--quick] [--json PATH]\n");
     return 2;
   }
   kbench_report *r = NULL;

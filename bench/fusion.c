@@ -1,7 +1,8 @@
 /* bench_fusion: fused kernels vs. one kernel per primitive, measured against
  * the copy bandwidth of the same device in the same run.
  *
- *   bench_fusion [--iters N] [--batch N] [--scale S] [--json PATH]
+ *   bench_fusion [--iters N] [--batch N] [--scale S] [--only REGEX] [--fused-only]
+ *                [--json PATH]
  *
  * The cases (bench/cases.h): an 8-op elementwise chain over 2^24 f32, a
  * broadcast-heavy expression, and row softmax and layernorm over rows of
@@ -14,8 +15,12 @@
  * result, divided by --batch (on a GPU, host dispatch overlaps the kernels;
  * default 1 on CPU, 10 on CUDA); the median of --iters samples is reported,
  * after one warm-up batch that compiles. bench/jax_reference.py times
- * jax.jit of the same functions the same way, under the same row names. */
+ * jax.jit of the same functions the same way, under the same row names;
+ * bench/side_by_side.py alternates the two (--only picks cases by an extended
+ * regular expression, --fused-only skips the unfused, reference and copy
+ * timings). */
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +42,8 @@
 typedef struct fusion_args {
   int iters, batch; /* batch 0: by device */
   double scale;
-  const char *json;
+  const char *json, *only;
+  bool fused_only;
 } fusion_args;
 
 /* One context per executor, on the same backend. */
@@ -144,6 +150,12 @@ static kiln_status measure_case(const executor *ex, const kbench_case *c, const 
                                 const kiln_device_info *info, kbench_report *r) {
   double fused = 0, unfused = 0, copy = 0, bytes = kbench_case_bytes(c);
   kiln_status st = time_case(&ex[0], c, a->iters, a->batch, &fused);
+  if (!st && a->fused_only) {
+    st = kbench_report_row(r, c->name);
+    if (!st) st = kbench_report_value(r, "bytes", bytes);
+    if (!st) st = kbench_report_value(r, "fused_ms", fused);
+    return st;
+  }
   if (!st) st = time_case(&ex[1], c, a->iters, a->batch, &unfused);
   if (!st) st = copy_gbps(ex[0].dev, bytes, a->iters, a->batch, &copy);
   double fused_gbps = bytes / (fused * 1e6), of_copy = fused_gbps / copy;
@@ -199,13 +211,15 @@ static kiln_status add_notes(kbench_report *r, const kiln_device_info *info, con
 }
 
 static bool parse_args(int argc, char **argv, fusion_args *a) {
-  *a = (fusion_args){.iters = 10, .batch = 0, .scale = 1.0, .json = NULL};
+  *a = (fusion_args){.iters = 10, .batch = 0, .scale = 1.0};
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--iters") && v) a->iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--batch") && v) a->batch = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--scale") && v) a->scale = atof(argv[++i]);
     else if (!strcmp(argv[i], "--json") && v) a->json = argv[++i];
+    else if (!strcmp(argv[i], "--only") && v) a->only = argv[++i];
+    else if (!strcmp(argv[i], "--fused-only")) a->fused_only = true;
     else return false;
   }
   return a->iters >= 1 && a->batch >= 0 && a->scale > 0 && a->scale <= 16;
@@ -231,7 +245,15 @@ static kiln_status run(executor *ex, fusion_args *a, kbench_report *r) {
   if (!st) st = kbench_report_param(r, "scale", a->scale);
   kbench_case cases[KBENCH_MAX_FUSION_CASES];
   int nc = kbench_fusion_cases(a->scale, cases);
-  for (int i = 0; i < nc && !st; i++) st = measure_case(ex, &cases[i], a, &info, r);
+  regex_t only;
+  if (st) return st;
+  if (a->only && regcomp(&only, a->only, REG_EXTENDED | REG_NOSUB) != 0)
+    return kiln_fail(KILN_ERR_ARGUMENT, "bench_fusion: --only '%s' is not a regular "
+                                                "expression", a->only);
+  for (int i = 0; i < nc && !st; i++)
+    if (!a->only || regexec(&only, cases[i].name, 0, NULL, 0) == 0)
+      st = measure_case(ex, &cases[i], a, &info, r);
+  if (a->only) regfree(&only);
   if (!st) st = add_notes(r, &info, a);
   return st;
 }
@@ -240,7 +262,7 @@ int main(int argc, char **argv) {
   fusion_args a;
   if (!parse_args(argc, argv, &a)) {
     fprintf(stderr, "usage: bench_fusion [--iters N>=1] [--batch N] [--scale S in (0,16]] "
-                    "[--json PATH]\n");
+                    "[--only REGEX] [--fused-only] [--json PATH]\n");
     return 2;
   }
   executor ex[3] = {{0}};

@@ -161,6 +161,43 @@ def matmul_rows(args, only):
   return rows
 
 
+# ---- dispatch and first calls (bench_dispatch --quick) ----
+
+def cached_call_us(iters):
+  """Median us of a cached jax.jit call of x + 1 on f32[4], until the result
+  is ready (bench_dispatch's cached_call_1_kernel wall_us)."""
+  f = jax.jit(lambda x: x + 1)
+  x = jnp.zeros((4,), jnp.float32)
+  for _ in range(10):
+    f(x).block_until_ready()
+  samples = []
+  for _ in range(iters):
+    t0 = time.perf_counter_ns()
+    f(x).block_until_ready()
+    samples.append((time.perf_counter_ns() - t0) / 1e3)
+  return sorted(samples)[len(samples) // 2]
+
+
+def first_call_ms(iters):
+  """Median ms of jax.jit's first call of x -> (x * c + 0.5) four times on
+  f32[1024], a new constant c each time so that nothing is reused (kiln's
+  first_call_cold); the backend is started beforehand."""
+  x = jnp.asarray(np.arange(1024, dtype=np.float32) / np.float32(1024))
+  jax.jit(lambda v: v + 1)(x).block_until_ready()
+  samples = []
+  for i in range(iters):
+    c = 1.0001 + 1e-3 * i + 1e-6 * (time.perf_counter_ns() % 1000)
+
+    def chain(v, c=c):
+      for _ in range(4):
+        v = v * c + 0.5
+      return v
+    t0 = time.perf_counter_ns()
+    jax.jit(chain)(x).block_until_ready()
+    samples.append((time.perf_counter_ns() - t0) / 1e6)
+  return sorted(samples)[len(samples) // 2]
+
+
 # ---- provenance ----
 
 def git(*cmd):

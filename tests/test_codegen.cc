@@ -1026,6 +1026,45 @@ TEST(CodegenIndexMaps, ComposedMaps) {
   }
 }
 
+// Loops over rows long enough for the C target's nested form: broadcast,
+// transposed and reversed operands read per row, outputs written as rows, the
+// kernel run over split row ranges; and a rank-3 group whose row coordinates
+// are derived once per row.
+TEST(CodegenIndexMaps, NestedRowsWithBroadcastAndTranspose) {
+  Checks checks;
+  Program p = Parse(R"({ lambda ; a:f32[40,24] b:f32[24] c:f32[40,1] d:f32[24,40]. let
+        e:f32[40,24] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(40, 24)] b
+        f:f32[40,24] = add a e
+        g:f32[40,24] = mul f c
+        h:f32[40,24] = transpose[permutation=(1, 0)] d
+        i:f32[40,24] = rev[dimensions=(1,)] h
+        j:f32[40,24] = sub g i
+        k:f32[40,24] = tanh j
+      in (j, k) })");
+  ASSERT_TRUE(p);
+  std::vector<Buf> in = Inputs(p.get(), 31);
+  const kcg_kernel *k = checks.Add(std::move(p), KFUSE_LOOP, in, Tol(), "rank 2");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->n_items, 40);
+  EXPECT_EQ(k->row_length, 24);
+  std::string body = k->source + std::string(k->source).rfind("void ");
+  EXPECT_FALSE(Contains(body, " / ") || Contains(body, " % ")) << body;
+
+  Program q = Parse(R"({ lambda ; a:f32[3,40,20] b:f32[3,1,20] c:f32[20,40,3]. let
+        d:f32[3,40,20] = broadcast_in_dim[broadcast_dimensions=(0, 1, 2) shape=(3, 40, 20)] b
+        e:f32[3,40,20] = transpose[permutation=(2, 1, 0)] c
+        f:f32[3,40,20] = mul a d
+        g:f32[3,40,20] = add f e
+        h:f32[3,40,20] = exp g
+      in (h,) })");
+  ASSERT_TRUE(q);
+  std::vector<Buf> qin = Inputs(q.get(), 32);
+  const kcg_kernel *kq = checks.Add(std::move(q), KFUSE_LOOP, qin, Tol(), "rank 3");
+  ASSERT_TRUE(kq);
+  EXPECT_EQ(kq->n_items, 120);
+  EXPECT_EQ(kq->row_length, 20);
+}
+
 // ---------------------------------------------------------------------------
 // Reductions
 

@@ -39,7 +39,9 @@
  *   a literal listed in `in` keeps its argument slot, which is never read
  *   (the runtime may pass NULL);
  * - LOOP: no reduction; every output has n_items = its element count (one
- *   item = one element of each output, C order);
+ *   item = one element of each output, C order); except that a C-target
+ *   kernel may report row_length > 0: then one item is one row of that
+ *   length of every output (all of one shape) and n_items the row count;
  * - REDUCE: at least one reduction; every output has n_items elements (one
  *   item = one element of each output: a reduction result or an epilogue
  *   value over them);

@@ -84,7 +84,7 @@ void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out
         c, parent,
         kcg_strf(c,
                  "for (%s %s = 0; %s < %lld; %s += KILN_LANES) {\n"
-                 "  for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
                  "    const %s %s = %s + %s;",
                  c->idx_type, vb, vb, (long long)main, vb, l, l, l, c->idx_type, v, vb, l),
         "  }\n}");

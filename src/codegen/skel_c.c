@@ -9,6 +9,10 @@
 /* Row values kept between passes take at most this much stack per row;
  * beyond it they are recomputed. */
 #define KCG_C_ROW_CACHE_BYTES (128.0 * 1024.0)
+/* A LOOP group runs as rows (kcg_c_items) when its rows have at least
+ * KCG_C_MIN_ROW elements and there are at least KCG_C_MIN_ROWS of them. */
+#define KCG_C_MIN_ROW 16
+#define KCG_C_MIN_ROWS 32
 
 typedef struct kcg_c_row {
   int scope;        /* one row's scope */
@@ -60,7 +64,7 @@ static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
         c, scope, ix, base,
         kcg_strf(c,
                  "for (kiln_i64 %s = 0; %s < %lld; %s += KILN_LANES) {\n"
-                 "  for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
                  "    const kiln_i64 %s = %s + %s;",
                  jb, jb, (long long)main, jb, l, l, l, j, jb, l),
         j, row->cache ? j : NULL, len);
@@ -84,15 +88,49 @@ static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
         c, scope, &r[k], main > 0 ? kcg_strf(c, "kiln_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);
 }
 
-/* One element of every output per item. */
-static void kcg_c_items(kcg_ctx *c) {
-  int s = kcg_scope_open(c, 0, "for (kiln_i64 i = begin; i < end; ++i) {", "}");
-  kcg_term it = kcg_term_make("i", s);
+/* The row length of a LOOP group's nested form, or 0 for the flat one: all
+ * outputs of one shape of rank 2 or more, rows long enough for a vector loop
+ * and enough of them to share among threads. */
+static int64_t kcg_c_loop_rows(kcg_ctx *c) {
+  const kir_aval *a = kir_var_aval(c->p, c->g->out[0]);
+  if (a->rank < 2) return 0;
+  for (int k = 1; k < c->g->n_out; k++)
+    if (!kir_aval_same_shape(a, kir_var_aval(c->p, c->g->out[k]))) return 0;
+  int64_t len = a->shape[a->rank - 1], rows = len > 0 ? kir_aval_size(a) / len : 0;
+  return len >= KCG_C_MIN_ROW && rows >= KCG_C_MIN_ROWS ? len : 0;
+}
+
+/* One element of every output per item; or, nested, one row of every output
+ * per item: the coordinates of the row are derived once per row, and the
+ * inner loop runs over the last dimension with unit stride, so that
+ * broadcast and transposed operands are read without a division per element. */
+static void kcg_c_items(kcg_ctx *c, int64_t len) {
+  const kir_aval *a0 = kir_var_aval(c->p, c->g->out[0]);
+  int ix = -1, s, rs = 0;
+  kcg_term it = {0};
+  if (len == 0) {
+    s = kcg_scope_open(c, 0, "for (kiln_i64 i = begin; i < end; ++i) {", "}");
+    it = kcg_term_make("i", s);
+  } else {
+    int rank = a0->rank;
+    rs = kcg_scope_open(c, 0, "for (kiln_i64 row = begin; row < end; ++row) {", "}");
+    kcg_term r = kcg_term_make("row", rs), coords[KIR_MAX_RANK];
+    memcpy(coords, kcg_index_coords(c, kcg_index_get(c, rank - 1, a0->shape, &r, NULL)),
+           sizeof(kcg_term) * (size_t)(rank - 1));
+    kcg_line(c, rs, "const kiln_i64 rowbase = row * %lld;", (long long)len);
+    s = kcg_scope_open(c, rs, kcg_strf(c, "for (kiln_i64 j = 0; j < %lld; ++j) {", (long long)len),
+                       "}");
+    coords[rank - 1] = kcg_term_make("j", s);
+    kcg_term lin = kcg_term_make("(rowbase + j)", s);
+    ix = kcg_index_get(c, rank, a0->shape, &lin, coords);
+  }
   for (int k = 0; k < c->g->n_out; k++) {
     const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
-    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
+    kcg_store(c, c->g->n_in + k, c->g->out[k],
+              len ? ix : kcg_index_get(c, a->rank, a->shape, &it, NULL));
   }
   kcg_scope_close(c, s);
+  if (len) kcg_scope_close(c, rs);
 }
 
 /* Row values several passes read stay in stack arrays of one row. */
@@ -152,10 +190,11 @@ kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
   memset(&row, 0, sizeof row);
   c->idx_type = "kiln_i64";
   c->reduce = c->g->kind == KFUSE_ROW ? kcg_c_row_reduce : kcg_c_reduce;
+  int64_t loop_row = c->g->kind == KFUSE_LOOP ? kcg_c_loop_rows(c) : 0;
   if (c->g->kind == KFUSE_ROW)
     kcg_c_rows(c, &row);
   else
-    kcg_c_items(c);
+    kcg_c_items(c, loop_row);
   c->skel = NULL;
   if (c->st != KILN_OK) return c->st;
   int rank;
@@ -164,6 +203,9 @@ kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
   if (c->g->kind == KFUSE_ROW) {
     kcg_row_shape(c, &rank, shape);
     out->row_length = shape[rank - 1];
+  } else if (loop_row > 0) {
+    out->n_items /= loop_row;
+    out->row_length = loop_row;
   }
   out->block_threads = 1;
   out->items_per_block = 1;

@@ -293,15 +293,34 @@ static void kir_gemm_pack(const kir_gemm_side *s, kiln_dtype c, void *work) {
   }
 }
 
+/* any |= the value's magnitude is nonzero and below the smallest normal */
+#define KIR_ANY_SUBNORMAL(U, MIN_NORMAL)                                  \
+  for (int64_t j = i; j < end; j++) {                                     \
+    U u;                                                                  \
+    memcpy(&u, d + j * (int64_t)sizeof u, sizeof u);                      \
+    u &= (U) ~((U)1 << (sizeof u * 8 - 1));                               \
+    any |= (unsigned)(u != 0) & (unsigned)(u < (MIN_NORMAL));             \
+  }
+/* Whether b (f32 or f64) holds a subnormal: branch-free (vectorised) passes
+ * over blocks, the first block with one ends the scan. */
 static bool kir_has_subnormal(const kir_buffer *b) {
+  enum { BLOCK = 4096 };
   int64_t n = kir_aval_size(&b->aval);
-  for (int64_t i = 0; i < n; i++) {
-    double v = b->aval.dtype == KILN_F32 ? ((const float *)b->data)[i]
-                                         : ((const double *)b->data)[i];
-    if (v != 0 && kir_dot_flush(b->aval.dtype, v) == 0) return true;
+  const unsigned char *d = b->data;
+  bool f32 = b->aval.dtype == KILN_F32;
+  for (int64_t i = 0; i < n; i += BLOCK) {
+    int64_t end = n - i < BLOCK ? n : i + BLOCK;
+    unsigned any = 0;
+    if (f32) {
+      KIR_ANY_SUBNORMAL(uint32_t, 0x00800000u)
+    } else {
+      KIR_ANY_SUBNORMAL(uint64_t, 0x0010000000000000ull)
+    }
+    if (any) return true;
   }
   return false;
 }
+#undef KIR_ANY_SUBNORMAL
 
 /* Whether BLAS can read s in place: it has the compute dtype (f32 or f64),
  * is laid out [batch, rows, cols] or [batch, cols, rows] (s->trans), and
@@ -368,9 +387,49 @@ static void kir_gemm_bits(bool is_bool, int64_t nb, int64_t m, int64_t n, int64_
   }
 }
 
+/* Subnormals to signed zero, any NaN to the one NaN (U: the float's bits). */
+#define KIR_FLUSH_STORE(U, EXP, SIGN, QNAN)                          \
+  for (int64_t i = 0; i < n; i++) {                                  \
+    U u;                                                             \
+    memcpy(&u, (const char *)acc + i * sizeof u, sizeof u);          \
+    u = (u & (EXP)) ? u : (u & (SIGN));                              \
+    u = (u & ~(U)(SIGN)) > (EXP) ? (QNAN) : u;                       \
+    memcpy((char *)dst + i * sizeof u, &u, sizeof u);                \
+  }
+/* The common stores without the generic per-element conversion: f32 or
+ * f64 results stored as themselves (subnormals flushed to signed zero, on
+ * the bits, vectorised; acc may be dst) and f32 accumulators rounded to
+ * bf16/f16 results (after the flush); a NaN becomes kir_round_to_dtype's
+ * one NaN, as on the generic path.
+ * False for the rest. */
+static bool kir_gemm_store_fast(kir_work w, kiln_dtype c, kiln_dtype p, const void *acc,
+                                int64_t n, void *dst) {
+  if (c != p) return false;
+  if (w == KIR_WORK_F32 && c == KILN_F32) {
+    KIR_FLUSH_STORE(uint32_t, 0x7f800000u, 0x80000000u, 0x7fc00000u)
+    return true;
+  }
+  if (w == KIR_WORK_F64 && c == KILN_F64) {
+    KIR_FLUSH_STORE(uint64_t, 0x7ff0000000000000ull, 0x8000000000000000ull, 0x7ff8000000000000ull)
+    return true;
+  }
+  if (w == KIR_WORK_F32 && (c == KILN_BF16 || c == KILN_F16)) {
+    for (int64_t i = 0; i < n; i++) {
+      float f = ((const float *)acc)[i];
+      f = isnan(f) ? NAN : fabsf(f) < FLT_MIN ? copysignf(0.0f, f) : f;
+      uint16_t h = c == KILN_BF16 ? kiln_f32_to_bf16(f) : kiln_f32_to_f16(f);
+      memcpy((char *)dst + i * 2, &h, 2);
+    }
+    return true;
+  }
+  return false;
+}
+#undef KIR_FLUSH_STORE
+
 /* Rounds the accumulators to the compute dtype c and stores them as p. */
 static void kir_gemm_store(kir_work w, kiln_dtype c, kiln_dtype p, const void *acc, int64_t n,
                            void *dst) {
+  if (kir_gemm_store_fast(w, c, p, acc, n, dst)) return;
   size_t es = kiln_dtype_size(p);
   for (int64_t i = 0; i < n; i++) {
     kir_scalar v;

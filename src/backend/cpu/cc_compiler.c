@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +285,48 @@ static char *kcpu_join(const char *const *words, int n) {
   return s;
 }
 
+/* What the queries found, per compiler path, for the life of the process:
+ * every context (and every virtual CPU device set) would otherwise spawn
+ * the same three compiler processes again before its first compile. */
+#define KCPU_CC_MEMO 4
+static struct {
+  char *path, *version, *target;
+} kcpu_cc_memo[KCPU_CC_MEMO];
+static pthread_mutex_t kcpu_cc_memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool kcpu_cc_recall(kcpu_cc *cc) {
+  bool found = false;
+  pthread_mutex_lock(&kcpu_cc_memo_lock);
+  for (int i = 0; i < KCPU_CC_MEMO && !found; i++) {
+    if (!kcpu_cc_memo[i].path || strcmp(kcpu_cc_memo[i].path, cc->path) != 0) continue;
+    cc->version = kcore_strdup(kcpu_cc_memo[i].version);
+    cc->target = kcore_strdup(kcpu_cc_memo[i].target);
+    found = cc->version && cc->target; /* else the queries run again */
+  }
+  pthread_mutex_unlock(&kcpu_cc_memo_lock);
+  return found;
+}
+
+static void kcpu_cc_remember(const kcpu_cc *cc) {
+  pthread_mutex_lock(&kcpu_cc_memo_lock);
+  for (int i = 0; i < KCPU_CC_MEMO; i++) {
+    if (kcpu_cc_memo[i].path && strcmp(kcpu_cc_memo[i].path, cc->path) != 0) continue;
+    if (kcpu_cc_memo[i].path) break; /* known already */
+    char *p = kcore_strdup(cc->path), *v = kcore_strdup(cc->version), *t = kcore_strdup(cc->target);
+    if (p && v && t) {
+      kcpu_cc_memo[i].path = p;
+      kcpu_cc_memo[i].version = v;
+      kcpu_cc_memo[i].target = t;
+    } else { /* not remembered: the next context asks again */
+      free(p);
+      free(v);
+      free(t);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&kcpu_cc_memo_lock);
+}
+
 kiln_status kcpu_cc_new(const char *dump_dir, kiln_log_level level, kcpu_cc **out) {
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_new: out is NULL");
   *out = NULL;
@@ -292,8 +335,14 @@ kiln_status kcpu_cc_new(const char *dump_dir, kiln_log_level level, kcpu_cc **ou
   cc->level = level;
   const char *tmp = getenv("TMPDIR");
   kiln_status st = kcpu_cc_locate(cc);
-  if (st == KILN_OK) st = kcpu_cc_query_line(cc, "--version", &cc->version);
-  if (st == KILN_OK) st = kcpu_cc_query_target(cc);
+  if (st == KILN_OK && !kcpu_cc_recall(cc)) {
+    free(cc->version);
+    free(cc->target);
+    cc->version = cc->target = NULL;
+    st = kcpu_cc_query_line(cc, "--version", &cc->version);
+    if (st == KILN_OK) st = kcpu_cc_query_target(cc);
+    if (st == KILN_OK) kcpu_cc_remember(cc);
+  }
   if (st == KILN_OK &&
       (!(cc->flags = kcpu_join(kcpu_cc_base_flags, KCPU_CC_NUM_BASE_FLAGS)) ||
        !(cc->tmp_dir = kcore_strdup(tmp && *tmp ? tmp : "/tmp")) ||

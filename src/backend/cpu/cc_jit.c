@@ -161,13 +161,16 @@ static kiln_status kcpu_cc_compile_fail(const kcpu_cc *cc, const char *name,
 static kiln_status kcpu_cc_invoke(const kcpu_cc *cc, const char *name, const kcpu_cc_job *job,
                                   const char *const *options, int num_options, bool *rejected) {
   kcpu_argv a;
-  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 4, &a);
+  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 5, &a);
   if (st != KILN_OK) return st;
   for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) kcpu_argv_push(&a, kcpu_cc_base_flags[i]);
   for (int i = 0; i < num_options; i++) kcpu_argv_push(&a, options[i]);
   kcpu_argv_push(&a, "-o");
   kcpu_argv_push(&a, job->output);
   kcpu_argv_push(&a, job->source);
+#if defined(__GLIBC__) && defined(__x86_64__)
+  kcpu_argv_push(&a, "-lmvec"); /* the vector forms of libm's functions (kernels/host.h) */
+#endif
   kcpu_argv_push(&a, "-lm"); /* kernels call libm; the object then says so itself */
   kcpu_cc_output log;
   int wstatus = 0;

@@ -1,7 +1,14 @@
 /* Virtual CPU devices: each a separate memory space as far as the API can
  * tell, with an optional byte limit so that running out of device memory
- * behaves (and is tested) as on a GPU. */
+ * behaves (and is tested) as on a GPU.
+ *
+ * Large blocks are kept for reuse when released: a block the C library
+ * would return to the system (it maps blocks of this size afresh) costs a
+ * page fault and a zeroed page per 4 KiB when written again, which for a
+ * program called in a loop (a new output of the same size every call) cost
+ * more than the kernel writing it. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +16,24 @@
 #include <unistd.h>
 #include "backend/cpu/cpu_backend.h"
 
+/* Released blocks of at least KCPU_KEEP_MIN bytes are kept, up to
+ * KCPU_KEEP_BLOCKS of them and KCPU_KEEP_BYTES in all, per device. */
+#define KCPU_KEEP_MIN ((size_t)1 << 20)
+#define KCPU_KEEP_BLOCKS 8
+#define KCPU_KEEP_BYTES ((size_t)1 << 30)
+
+typedef struct kcpu_block {
+  void *p;     /* NULL: an empty slot */
+  size_t size; /* rounded to KCPU_ALIGNMENT */
+} kcpu_block;
+
 typedef struct kcpu_device {
   uint64_t limit; /* 0: unlimited */
   _Atomic uint64_t reserved;
+  pthread_mutex_t lock; /* keep, kept_bytes, next */
+  kcpu_block keep[KCPU_KEEP_BLOCKS];
+  size_t kept_bytes;
+  int next; /* the slot a full cache gives up next */
 } kcpu_device;
 
 static kcpu_device *kcpu_impl(kiln_device *dev) { return dev->impl; }
@@ -25,6 +47,54 @@ static bool kcpu_reserve(kcpu_device *d, uint64_t nbytes) {
   return true;
 }
 
+static size_t kcpu_rounded(size_t nbytes) {
+  return (nbytes + KCPU_ALIGNMENT - 1) / KCPU_ALIGNMENT * KCPU_ALIGNMENT;
+}
+
+/* A kept block of exactly `size` bytes, taken out of the cache; NULL if none. */
+static void *kcpu_reuse(kcpu_device *d, size_t size) {
+  void *p = NULL;
+  pthread_mutex_lock(&d->lock);
+  for (int i = 0; i < KCPU_KEEP_BLOCKS && !p; i++)
+    if (d->keep[i].p && d->keep[i].size == size) {
+      p = d->keep[i].p;
+      d->keep[i].p = NULL;
+      d->kept_bytes -= size;
+    }
+  pthread_mutex_unlock(&d->lock);
+  return p;
+}
+
+static int kcpu_empty_slot(const kcpu_device *d) {
+  for (int i = 0; i < KCPU_KEEP_BLOCKS; i++)
+    if (!d->keep[i].p) return i;
+  return -1;
+}
+
+/* Keeps p (of `size` bytes) for reuse, giving up kept blocks in turn until
+ * it fits; frees it when it is larger than the whole cache. */
+static void kcpu_keep(kcpu_device *d, void *p, size_t size) {
+  void *drop[KCPU_KEEP_BLOCKS];
+  int n_drop = 0;
+  pthread_mutex_lock(&d->lock);
+  if (size <= KCPU_KEEP_BYTES) {
+    while (d->kept_bytes + size > KCPU_KEEP_BYTES || kcpu_empty_slot(d) < 0) {
+      kcpu_block *b = &d->keep[d->next];
+      d->next = (d->next + 1) % KCPU_KEEP_BLOCKS;
+      if (!b->p) continue;
+      drop[n_drop++] = b->p;
+      d->kept_bytes -= b->size;
+      b->p = NULL;
+    }
+    d->keep[kcpu_empty_slot(d)] = (kcpu_block){p, size};
+    d->kept_bytes += size;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&d->lock);
+  for (int i = 0; i < n_drop; i++) free(drop[i]);
+  free(p);
+}
+
 static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out) {
   kcpu_device *d = kcpu_impl(dev);
   uint64_t in_use = atomic_load(&d->reserved);
@@ -33,8 +103,9 @@ static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out)
                       "%s: out of device memory: %zu bytes requested, %llu of %llu in use",
                       dev->info.name, nbytes, (unsigned long long)in_use,
                       (unsigned long long)d->limit);
-  size_t rounded = (nbytes + KCPU_ALIGNMENT - 1) / KCPU_ALIGNMENT * KCPU_ALIGNMENT;
-  void *p = rounded >= nbytes ? aligned_alloc(KCPU_ALIGNMENT, rounded) : NULL;
+  size_t rounded = kcpu_rounded(nbytes);
+  void *p = rounded >= KCPU_KEEP_MIN ? kcpu_reuse(d, rounded) : NULL;
+  if (!p && rounded >= nbytes) p = aligned_alloc(KCPU_ALIGNMENT, rounded);
   if (!p) {
     atomic_fetch_sub(&d->reserved, nbytes);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory: %zu bytes requested",
@@ -47,8 +118,11 @@ static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out)
 }
 
 static void kcpu_release(kiln_device *dev, kdev_buffer *buf) {
-  free((void *)buf->ptr);
-  atomic_fetch_sub(&kcpu_impl(dev)->reserved, buf->nbytes);
+  kcpu_device *d = kcpu_impl(dev);
+  size_t rounded = kcpu_rounded(buf->nbytes);
+  if (buf->ptr && rounded >= KCPU_KEEP_MIN) kcpu_keep(d, (void *)buf->ptr, rounded);
+  else free((void *)buf->ptr);
+  atomic_fetch_sub(&d->reserved, buf->nbytes);
 }
 
 /* Host memory is host memory: staging does not apply, both modes copy directly. */
@@ -96,7 +170,12 @@ static const kdev_ops kcpu_ops = {
 static void kcpu_backend_close(kdev_backend *b) {
   kcpu_state_free(b->state);
   b->state = NULL;
-  for (int i = 0; i < b->num_devices; i++) free(b->devices[i].impl);
+  for (int i = 0; i < b->num_devices; i++) {
+    kcpu_device *d = b->devices[i].impl;
+    for (int k = 0; k < KCPU_KEEP_BLOCKS; k++) free(d->keep[k].p);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+  }
   free(b->devices);
   b->devices = NULL;
   b->num_devices = 0;
@@ -143,6 +222,7 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
       return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
     }
     d->limit = limit;
+    pthread_mutex_init(&d->lock, NULL);
     devs[i].impl = d;
     devs[i].ops = &kcpu_ops;
     kcpu_fill_info(&devs[i], i, n, cores, limit);

@@ -33,6 +33,7 @@ typedef struct kcpu_step {
   kcg_c_kernel_fn fn; /* NULL: the group's equations on the reference evaluators */
   char *source;
   int64_t min_chunk;
+  int64_t n_items; /* the kernel's work items (rows, for a LOOP run as rows) */
 } kcpu_step;
 
 struct kdev_exec {
@@ -136,6 +137,7 @@ static kiln_status kcpu_step_build(kcpu_state *s, const kdev_build *b, const kfu
   if (!st) {
     step->fn = (kcg_c_kernel_fn)sym;
     step->min_chunk = kcpu_min_chunk(&k);
+    step->n_items = k.n_items;
     step->source = k.source;
     k.source = NULL;
   }
@@ -239,7 +241,7 @@ static kiln_status kcpu_run_kernel(const kcpu_run *r, const kcpu_step *s) {
   kcpu_launch l = {.fn = s->fn};
   for (int i = 0; i < g->n_in; i++) l.args.ptr[i] = kcpu_addr(r, g->in[i]);
   for (int i = 0; i < g->n_out; i++) l.args.ptr[g->n_in + i] = kcpu_addr(r, g->out[i]);
-  return kcpu_pool_parallel_for(r->x->pool, 0, g->n_items, s->min_chunk, kcpu_launch_range, &l);
+  return kcpu_pool_parallel_for(r->x->pool, 0, s->n_items, s->min_chunk, kcpu_launch_range, &l);
 }
 
 /* Program outputs the plan did not write in place: inputs, constants and
