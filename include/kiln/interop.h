@@ -12,6 +12,7 @@
 #include "kiln/array.h"
 #include "kiln/device.h"
 #include "kiln/status.h"
+#include "kiln/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,6 +135,16 @@ kiln_status kiln_array_from_dlpack(kiln_device *dev, DLManagedTensorVersioned *t
                                    kiln_array **out);
 kiln_status kiln_array_from_dlpack_unversioned(kiln_device *dev, DLManagedTensor *t,
                                                unsigned flags, kiln_array **out);
+
+/* A function from IR text (kir's printed form, jaxpr style: what a
+ * framework's frontend produces from its own program, e.g. kiln.jit of a JAX
+ * function). The text is parsed and verified now; each trace of the function
+ * copies its equations into the caller's program, so it jits, transforms and
+ * nests like any kiln_func. Its argument tree's leaves must match the
+ * program's invars in order, dtype and shape; the result is the tuple of its
+ * outputs. Constvars are refused: constants are passed as inputs. `name`
+ * (NULL: "ir_func") names the function in errors. Free with kiln_func_free. */
+kiln_status kiln_func_from_ir(const char *text, const char *name, kiln_func **out);
 
 #ifdef __cplusplus
 }

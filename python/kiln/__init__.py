@@ -1,5 +1,5 @@
 """kiln: arrays on kiln's devices, exchanged with NumPy, JAX, PyTorch and
-CuPy through DLPack."""
+CuPy through DLPack, and kiln.jit of JAX functions."""
 import ctypes
 import os
 
@@ -8,7 +8,8 @@ import numpy as np
 from . import _dlpack
 from ._lib import KilnError, check, lib
 
-__all__ = ["Array", "Device", "KilnError", "asarray", "from_dlpack", "devices"]
+__all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "from_dlpack",
+           "devices", "jit"]
 
 _KDLCPU, _KDLCUDA = 1, 2
 _BACKEND_CUDA = 3  # KILN_BACKEND_CUDA
@@ -171,3 +172,12 @@ def _from_host(x, device):
     check(lib.kiln_array_from_host(dev, code.value, x.ndim, shape, x.ctypes.data, x.nbytes,
                                    ctypes.byref(out)))
     return Array(out.value)
+
+
+# After Array and _from_host, which the jit's call path uses.
+from ._jit import jit  # noqa: E402
+try:
+    from ._jaxpr import UnsupportedPrimitive  # noqa: E402
+except ImportError:  # no JAX: kiln.jit is unusable, the rest works
+    class UnsupportedPrimitive(NotImplementedError):
+        """A jaxpr primitive kiln has no counterpart for."""
