@@ -13,7 +13,7 @@ __all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "f
 
 _KDLCPU, _KDLCUDA = 1, 2
 _BACKEND_CUDA = 3  # KILN_BACKEND_CUDA
-_ALLOW_COPY = 1
+_ALLOW_COPY, _FORCE_COPY = 1, 2  # KILN_DLPACK_ALLOW_COPY, KILN_DLPACK_COPY
 _ctx = None
 
 
@@ -38,6 +38,7 @@ class Device:
         self._handle = handle
         self.id = lib.kiln_device_index(handle)
         self.platform = "cuda" if lib.kiln_ctx_backend(_context()) == _BACKEND_CUDA else "cpu"
+        self.ordinal = self.id  # kiln opens the GPUs in CUDA's order
 
     def __repr__(self):
         return f"Device({self.platform}:{self.id})"
@@ -133,18 +134,43 @@ class Array:
 
 def from_dlpack(x, device=None, copy=None):
     """Imports any object with __dlpack__ (NumPy, JAX, PyTorch, CuPy).
-    The data is copied into kiln's memory (kiln's runtime has no
-    foreign-buffer arrays yet); strided inputs are copied in order unless
-    copy=False, which refuses them."""
-    dev = (device or devices()[0])._handle
+
+    Zero-copy where kiln's device can use the producer's memory as it is
+    (host memory on CPU, the same GPU on CUDA, compact layout): the kiln
+    array views it and keeps the producer's tensor alive until released.
+    Otherwise the data is copied (strided inputs in order), unless
+    copy=False, which refuses; copy=True always copies. On CUDA the producer
+    is asked to make its data ready on kiln's compute stream."""
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"{type(x).__name__} has no __dlpack__")
+    dev = device or _device_for(x)
+    stream = None
+    if dev.platform == "cuda" and x.__dlpack_device__()[0] == _KDLCUDA:
+        s = ctypes.c_int64()
+        check(lib.kiln_device_dlpack_stream(dev._handle, ctypes.byref(s)))
+        stream = s.value
+    kwargs = {"max_version": (1, 1)}
+    if stream is not None:
+        kwargs["stream"] = stream
     try:
-        capsule = x.__dlpack__(max_version=(1, 1))
+        capsule = x.__dlpack__(**kwargs)
     except TypeError:  # a pre-1.0 producer
-        capsule = x.__dlpack__()
-    flags = 0 if copy is False else _ALLOW_COPY
-    return Array(_dlpack.import_capsule(dev, capsule, flags))
+        kwargs.pop("max_version")
+        capsule = x.__dlpack__(**kwargs)
+    flags = {False: 0, None: _ALLOW_COPY, True: _ALLOW_COPY | _FORCE_COPY}[copy]
+    return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+
+
+def _device_for(x):
+    """kiln's device for a producer's tensor: the GPU of the same ordinal
+    for CUDA memory when kiln runs on CUDA, else kiln's first device."""
+    devs = devices()
+    kind, ordinal = x.__dlpack_device__()
+    if kind == _KDLCUDA:
+        for d in devs:
+            if d.platform == "cuda" and d.ordinal == ordinal:
+                return d
+    return devs[0]
 
 
 def asarray(x, device=None):

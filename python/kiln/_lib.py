@@ -38,6 +38,7 @@ def _load():
         "kiln_array_from_dlpack_unversioned": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p,
                                                               ctypes.c_uint,
                                                               ctypes.POINTER(ctypes.c_void_p)]),
+        "kiln_device_dlpack_stream": (ctypes.c_int, [ctypes.c_void_p, c_int64_p]),
         "kiln_func_from_ir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                              ctypes.POINTER(ctypes.c_void_p)]),
         "kiln_func_free": (None, [ctypes.c_void_p]),

@@ -29,6 +29,11 @@ typedef struct kdev_buffer {
   /* What queued the last write ("jit(f)"), named when waiting for it fails:
    * asynchronous errors surface at the next wait. */
   char origin[48];
+  /* Memory kiln does not own (a zero-copy DLPack import) has foreign_free
+   * set: releasing the buffer waits for the device's queued work, then calls
+   * foreign_free(foreign) instead of freeing it. It is never donated. */
+  void (*foreign_free)(void *foreign);
+  void *foreign;
 } kdev_buffer;
 
 /* How host data crosses to a device: through the device's pinned staging
@@ -142,6 +147,15 @@ struct kiln_array {
 /* Allocates an array (buffer uninitialised). */
 kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
                              const int64_t *shape, kiln_array **out);
+/* An array over memory kiln does not own (a DLPack producer's), on dev: no
+ * copy; foreign_free(foreign) is called once, when the array is released
+ * (or at once if this fails). `ready` as kdev_buffer's (NULL: ready now). */
+kiln_status kdev_array_wrap(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                            const int64_t *shape, uintptr_t ptr, void (*foreign_free)(void *),
+                            void *foreign, kiln_array **out);
+/* KILN_ERR_ARGUMENT if `a` (argument `index` of op) cannot be donated: it
+ * views foreign memory, which kiln must not write or keep. */
+kiln_status kdev_array_check_donation(const char *op, const kiln_array *a, int index);
 /* KILN_ERR_DELETED / KILN_ERR_ARGUMENT checks shared by array entry points. */
 kiln_status kdev_array_check(const char *op, const kiln_array *a);
 /* Moves donor's buffer to a new array of the given type (the same byte size)
