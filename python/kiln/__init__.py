@@ -70,28 +70,38 @@ def _dtype_from_name(name):
 class Array:
     """An immutable kiln array; owns one kiln reference."""
 
-    __slots__ = ("_handle", "__weakref__")
+    __slots__ = ("_handle", "_aval", "__weakref__")
 
-    def __init__(self, handle):
+    def __init__(self, handle, aval=None):
         self._handle = handle
+        self._aval = aval  # (dtype, shape), read from kiln on first use
 
     def __del__(self, _release=lib.kiln_array_release):  # bound: survives shutdown
         if self._handle:
             _release(self._handle)
             self._handle = None
 
+    def aval(self):
+        """(numpy dtype, shape): immutable, so cached (jit's cache key)."""
+        if self._aval is None:
+            h = self._handle
+            p = lib.kiln_array_shape(h)
+            shape = tuple(p[i] for i in range(lib.kiln_array_rank(h)))
+            dtype = _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(h)).decode())
+            self._aval = (dtype, shape)
+        return self._aval
+
     @property
     def shape(self):
-        p = lib.kiln_array_shape(self._handle)
-        return tuple(p[i] for i in range(lib.kiln_array_rank(self._handle)))
+        return self.aval()[1]
 
     @property
     def ndim(self):
-        return lib.kiln_array_rank(self._handle)
+        return len(self.aval()[1])
 
     @property
     def dtype(self):
-        return _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(self._handle)).decode())
+        return self.aval()[0]
 
     @property
     def size(self):
@@ -164,7 +174,8 @@ def from_dlpack(x, device=None, copy=None):
 def _device_for(x):
     """kiln's device for a producer's tensor: the GPU of the same ordinal
     for CUDA memory when kiln runs on CUDA, else kiln's first device."""
-    devs = devices()
+    _default_device()
+    devs = _devices
     kind, ordinal = x.__dlpack_device__()
     if kind == _KDLCUDA:
         for d in devs:
@@ -188,16 +199,36 @@ def asarray(x, device=None):
     return from_dlpack(x, device=device)
 
 
+_dtype_codes = {}
+_devices = None
+
+
+def _default_device():
+    global _devices
+    if _devices is None:
+        _devices = devices()
+    return _devices[0]
+
+
+def _dtype_code(dt):
+    code = _dtype_codes.get(dt)
+    if code is None:
+        c = ctypes.c_int()
+        check(lib.kiln_dtype_from_name(dt.name.encode(), ctypes.byref(c)))
+        code = _dtype_codes[dt] = c.value
+    return code
+
+
 def _from_host(x, device):
-    x = np.require(x, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
-    code = ctypes.c_int()
-    check(lib.kiln_dtype_from_name(x.dtype.name.encode(), ctypes.byref(code)))
+    """A kiln array holding a copy of the NumPy array x."""
+    if not x.flags.c_contiguous:
+        x = np.require(x, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     shape = (ctypes.c_int64 * max(x.ndim, 1))(*x.shape)
     out = ctypes.c_void_p()
-    dev = (device or devices()[0])._handle
-    check(lib.kiln_array_from_host(dev, code.value, x.ndim, shape, x.ctypes.data, x.nbytes,
-                                   ctypes.byref(out)))
-    return Array(out.value)
+    dev = (device or _default_device())._handle
+    check(lib.kiln_array_from_host(dev, _dtype_code(x.dtype), x.ndim, shape, x.ctypes.data,
+                                   x.nbytes, ctypes.byref(out)))
+    return Array(out.value, (x.dtype, x.shape))
 
 
 # After Array and _from_host, which the jit's call path uses.

@@ -8,6 +8,7 @@ import ctypes
 
 import numpy as np
 
+from . import Array, _context, _from_host, asarray, from_dlpack  # defined before this import
 from ._lib import check, lib
 
 _cache_miss = object()
@@ -16,13 +17,18 @@ _cache_miss = object()
 class _Compiled:
     """One signature's translated program, its kiln_jit and its constants."""
 
-    __slots__ = ("func", "jit", "consts", "in_dtypes", "out_tree", "n_out", "text", "__weakref__")
+    __slots__ = ("func", "jit", "consts", "const_handles", "in_dtypes", "out_tree", "out_avals",
+                 "n_out", "in_type", "out_type", "text", "__weakref__")
 
-    def __init__(self, text, consts, in_dtypes, out_tree, n_out, name):
-        from . import _context, asarray
+    def __init__(self, text, consts, in_dtypes, out_tree, out_avals, name):
         self.func = self.jit = None
-        self.text, self.in_dtypes, self.out_tree, self.n_out = text, in_dtypes, out_tree, n_out
+        self.text, self.in_dtypes, self.out_tree = text, in_dtypes, out_tree
+        self.out_avals, self.n_out = out_avals, len(out_avals)
         self.consts = [asarray(np.asarray(c)) for c in consts]
+        self.const_handles = [c._handle for c in self.consts]
+        # ctypes array types made once: making one per call costs more than the call.
+        self.in_type = ctypes.c_void_p * max(len(consts) + len(in_dtypes), 1)
+        self.out_type = ctypes.c_void_p * max(self.n_out, 1)
         f = ctypes.c_void_p()
         check(lib.kiln_func_from_ir(text.encode(), name.encode(), ctypes.byref(f)))
         self.func = f.value
@@ -37,10 +43,18 @@ class _Compiled:
             _func_free(self.func)
 
 
-def _leaf_key(x):
+# Inputs at least this large are imported zero-copy (DLPack); smaller ones
+# are copied, which costs less than the capsule exchange.
+_ZERO_COPY_BYTES = 1 << 16
+
+
+def _leaf_key(x, _scalars=(bool, int, float)):
     # Python scalars are weakly typed in JAX: their kind, not a dtype, keys them.
-    if isinstance(x, (bool, int, float)):
+    if type(x) in _scalars:
         return type(x)
+    aval = getattr(x, "aval", None)
+    if aval is not None and callable(aval):  # a kiln.Array
+        return aval()
     return (x.dtype, x.shape) if hasattr(x, "dtype") else type(x)
 
 
@@ -62,9 +76,10 @@ class Jitted:
         closed, out_shape = jax.make_jaxpr(self._fn, static_argnums=self._static,
                                            return_shape=True)(*args)
         text, consts = translate(closed, self.__name__)
-        out_tree = jax.tree_util.tree_structure(out_shape)
+        out_leaves, out_tree = jax.tree_util.tree_flatten(out_shape)
         in_dtypes = [np.dtype(v.aval.dtype) for v in closed.jaxpr.invars]
-        entry = _Compiled(text, consts, in_dtypes, out_tree, out_tree.num_leaves, self.__name__)
+        out_avals = [(np.dtype(o.dtype), tuple(o.shape)) for o in out_leaves]
+        entry = _Compiled(text, consts, in_dtypes, out_tree, out_avals, self.__name__)
         self._cache[key] = entry
         return entry
 
@@ -90,21 +105,24 @@ class Jitted:
         return entry, leaves
 
     def __call__(self, *args):
-        from . import Array, _from_host
         entry, leaves = self._entry(args)
-        arrays = list(entry.consts)
+        handles, keep = list(entry.const_handles), []
         for x, dt in zip(leaves, entry.in_dtypes):
-            if isinstance(x, Array) and x.dtype == dt:
-                arrays.append(x)
-            else:
-                if not isinstance(x, np.ndarray) or x.dtype != dt:
-                    x = np.asarray(x, dtype=dt)
-                arrays.append(_from_host(x, None))
-        n_in, n_out = len(arrays), entry.n_out
-        ins = (ctypes.c_void_p * max(n_in, 1))(*[a._handle for a in arrays])
-        outs = (ctypes.c_void_p * max(n_out, 1))()
-        check(lib.kiln_jit_call_arrays(entry.jit, n_in, ins, n_out, outs))
-        return entry.out_tree.unflatten([Array(outs[i]) for i in range(n_out)])
+            if type(x) is Array and x.aval()[0] == dt:
+                handles.append(x._handle)
+                continue
+            if not isinstance(x, np.ndarray) or x.dtype != dt:
+                x = np.asarray(x, dtype=dt)
+            a = from_dlpack(x) if x.nbytes >= _ZERO_COPY_BYTES and x.dtype.kind != "b" \
+                else _from_host(x, None)
+            keep.append(a)
+            handles.append(a._handle)
+        outs = entry.out_type()
+        if lib.kiln_jit_call_arrays(entry.jit, len(handles), entry.in_type(*handles), entry.n_out,
+                                    outs):
+            check(-1)
+        avals = entry.out_avals
+        return entry.out_tree.unflatten([Array(outs[i], avals[i]) for i in range(entry.n_out)])
 
 
 def jit(fn=None, *, static_argnums=()):
