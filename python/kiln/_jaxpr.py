@@ -210,7 +210,13 @@ def _simple(param_fmt):
 
 def _reshape(tr, s, eqn, ins, where):
     _check_ignored(eqn.params, {"new_sizes", "dimensions"}, where)
-    s.emit("reshape", {"new_sizes": _ints(eqn.params["new_sizes"])}, ins, eqn.outvars)
+    dims, x = eqn.params.get("dimensions"), ins[0]
+    if dims is not None and tuple(dims) != tuple(range(len(dims))):
+        # reshape's `dimensions` transposes the operand first.
+        aval = eqn.invars[0].aval
+        x = s.emit_value("transpose", {"permutation": _ints(dims)}, [x],
+                         aval.update(shape=tuple(aval.shape[d] for d in dims)))
+    s.emit("reshape", {"new_sizes": _ints(eqn.params["new_sizes"])}, [x], eqn.outvars)
 
 
 def _slice(tr, s, eqn, ins, where):

@@ -26,6 +26,19 @@ static void kdev_buffer_free(kiln_array *a) {
   memset(&a->buf, 0, sizeof a->buf);
 }
 
+/* The fields every new array starts with; counts it as live. */
+static void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
+                            const int64_t *shape, int64_t elements) {
+  atomic_init(&a->refs, 1);
+  atomic_init(&a->deleted, false);
+  a->dtype = dtype;
+  a->rank = rank;
+  if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
+  a->size = elements;
+  a->device = dev;
+  atomic_fetch_add(&dev->backend->live_arrays, 1);
+}
+
 kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
                              const int64_t *shape, kiln_array **out) {
   int64_t elements;
@@ -41,14 +54,7 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
                            kcore_format_type(dtype, rank, shape, t, sizeof t));
   }
   atomic_fetch_add(&dev->bytes_in_use, (uint64_t)nbytes);
-  atomic_init(&a->refs, 1);
-  atomic_init(&a->deleted, false);
-  a->dtype = dtype;
-  a->rank = rank;
-  if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
-  a->size = elements;
-  a->device = dev;
-  atomic_fetch_add(&dev->backend->live_arrays, 1);
+  kdev_array_init(a, dev, dtype, rank, shape, elements);
   *out = a;
   return KILN_OK;
 }
@@ -64,19 +70,12 @@ kiln_status kdev_array_wrap(const char *op, kiln_device *dev, kiln_dtype dtype, 
     foreign_free(foreign);
     return st ? st : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   }
-  atomic_init(&a->refs, 1);
-  atomic_init(&a->deleted, false);
-  a->dtype = dtype;
-  a->rank = rank;
-  if (rank > 0) memcpy(a->shape, shape, (size_t)rank * sizeof *shape);
-  a->size = elements;
-  a->device = dev;
+  kdev_array_init(a, dev, dtype, rank, shape, elements);
   a->buf.ptr = ptr;
   a->buf.nbytes = nbytes;
   a->buf.foreign_free = foreign_free;
   a->buf.foreign = foreign;
   snprintf(a->buf.origin, sizeof a->buf.origin, "%s", op);
-  atomic_fetch_add(&dev->backend->live_arrays, 1);
   *out = a;
   return KILN_OK;
 }

@@ -147,3 +147,7 @@ def test_gather_and_scatter_add():
     x, idx = f32(5, 3), np.array([4, 0, 2, 2], np.int32)
     check(lambda x, i: (x[i], jnp.take(x, i, axis=0, mode="clip"), x[1:, 0][i % 4]), x, idx)
     check(lambda x, i, u: x.at[i].add(u), x, idx, f32(4, 3))
+
+
+def test_reshape_with_dimensions():
+    check(lambda x: lax.reshape(x, (4, 3), dimensions=(1, 0)), f32(3, 4))
