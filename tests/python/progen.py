@@ -29,8 +29,13 @@ F_UNARY = {
     "exp_tanh": lambda x: jnp.exp(jnp.tanh(x)),
     "tanh": jnp.tanh, "sin": jnp.sin, "cos": jnp.cos, "abs": jnp.abs, "neg": jnp.negative,
     "sqrt_abs": lambda x: jnp.sqrt(jnp.abs(x)), "log1p_abs": lambda x: jnp.log1p(jnp.abs(x)),
-    "sigmoid": jax.nn.sigmoid, "floor": jnp.floor, "ceil": jnp.ceil, "relu": jax.nn.relu,
-    "square_tanh": lambda x: jnp.square(jnp.tanh(x)), "sign": jnp.sign,
+    "sigmoid": jax.nn.sigmoid, "relu": jax.nn.relu,
+    "square_tanh": lambda x: jnp.square(jnp.tanh(x)),
+    # Step functions amplify a last-bit difference at a step (tanh saturating
+    # to -1 in one library and -0.99999994 in another, then ceil): shifted
+    # and scaled, their steps sit away from the values such chains produce.
+    "floor": lambda x: jnp.floor(x * 4.1 + 0.3), "ceil": lambda x: jnp.ceil(x * 4.1 + 0.3),
+    "sign": lambda x: jnp.sign(x + 0.3),
     "rsqrt": lambda x: lax.rsqrt(jnp.abs(x) + 1), "erf": lax.erf,
 }
 I_UNARY = {"neg": jnp.negative, "abs": jnp.abs, "sign": jnp.sign, "sq": lambda x: x * x % 97}
