@@ -303,4 +303,32 @@ TEST_F(KCT_SUITE, TwoContextsShareThePrimaryContext) {
   kiln_ctx_free(second);
 }
 
+// DLPack on the GPU: a kDLCUDA tensor of the same device is imported in
+// place (its deleter runs when kiln releases it, after kiln's queued work),
+// and the producer is asked for kiln's compute stream.
+TEST_F(KCT_SUITE, DlpackImportOfDeviceMemoryIsZeroCopy) {
+  int64_t stream = 0;
+  ASSERT_EQ(kiln_device_dlpack_stream(dev_, &stream), KILN_OK);
+  EXPECT_NE(stream, 0) << "a CUDA device names its compute stream";
+  std::vector<uint8_t> data = pattern(1000, 7);
+  int64_t shape[1] = {1000};
+  kiln_array *a = nullptr, *b = nullptr;
+  ASSERT_EQ(kiln_array_from_host(dev_, KILN_U8, 1, shape, data.data(), data.size(), &a), KILN_OK)
+      << last_error();
+  DLManagedTensorVersioned *t = nullptr;
+  ASSERT_EQ(kiln_array_to_dlpack(a, stream, &t), KILN_OK) << last_error();
+  EXPECT_EQ(t->dl_tensor.device.device_type, kDLCUDA);
+  void *ptr = t->dl_tensor.data;
+  kiln_array_release(a);  // the export holds it now
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, t, 0, &b), KILN_OK) << last_error();
+  DLManagedTensorVersioned *again = nullptr;
+  ASSERT_EQ(kiln_array_to_dlpack(b, KILN_DLPACK_STREAM_NONE, &again), KILN_OK);
+  EXPECT_EQ(again->dl_tensor.data, ptr);  // the same device memory
+  again->deleter(again);
+  std::vector<uint8_t> back(data.size());
+  ASSERT_EQ(kiln_array_to_host(b, back.data(), back.size()), KILN_OK) << last_error();
+  EXPECT_TRUE(back == data);
+  kiln_array_release(b);  // calls the export's deleter, which frees a
+}
+
 }  // namespace

@@ -129,9 +129,105 @@ TEST_F(DlpackTest, RoundTripKeepsValuesAndCallsTheProducerDeleterOnce) {
 
   Producer p({5, 6, 7}, {3});
   ASSERT_EQ(kiln_array_from_dlpack(dev_, &p.m, 0, &b), KILN_OK);
-  EXPECT_EQ(p.deleted, 1);
+  EXPECT_EQ(p.deleted, 0);  // kiln views the producer's memory until released
   EXPECT_EQ(Host(b), (std::vector<float>{5, 6, 7}));
   kiln_array_release(b);
+  EXPECT_EQ(p.deleted, 1);
+}
+
+TEST_F(DlpackTest, ImportIsZeroCopyAndHoldsTheProducerUntilReleased) {
+  Producer p({1, 2, 3, 4, 5, 6}, {2, 3});
+  kiln_array *b = nullptr;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, &p.m, 0, &b), KILN_OK) << kiln_last_error();
+  // Re-exported, the same memory comes back: kiln never copied it.
+  DLManagedTensorVersioned *t = nullptr;
+  ASSERT_EQ(kiln_array_to_dlpack(b, 0, &t), KILN_OK);
+  EXPECT_EQ(t->dl_tensor.data, p.data.data());
+  p.data[4] = 50;  // the producer's writes show through
+  EXPECT_EQ(Host(b), (std::vector<float>{1, 2, 3, 4, 50, 6}));
+  kiln_array_release(b);
+  EXPECT_EQ(p.deleted, 0);  // the export still holds kiln's array
+  t->deleter(t);
+  EXPECT_EQ(p.deleted, 1);
+}
+
+TEST_F(DlpackTest, CopyFlagAndMisalignedDataCopy) {
+  Producer p({1, 2, 3}, {3});
+  kiln_array *b = nullptr;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, &p.m, KILN_DLPACK_COPY, &b), KILN_OK);
+  EXPECT_EQ(p.deleted, 1);  // copied: the producer is free at once
+  p.data[0] = 9;
+  EXPECT_EQ(Host(b), (std::vector<float>{1, 2, 3}));
+  kiln_array_release(b);
+  // A byte offset that breaks float alignment is copied, not viewed.
+  Producer q({0, 1, 2, 3}, {2});
+  q.m.dl_tensor.byte_offset = 2;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, &q.m, 0, &b), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(q.deleted, 1);
+  kiln_array_release(b);
+}
+
+TEST_F(DlpackTest, DonatingAnImportIsRefused) {
+  // The reference executor hands any donated input of the output's size to
+  // the output, so donation is certain to be attempted.
+  kiln_ctx_free(ctx_);
+  kiln_options opts;
+  kiln_options_init(&opts);
+  opts.backend = KILN_BACKEND_CPU;
+  opts.num_cpu_devices = 1;
+  opts.executor = KILN_EXECUTOR_REFERENCE;
+  ASSERT_EQ(kiln_ctx_new(&opts, &ctx_), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
+  kiln_func *f = nullptr;
+  ASSERT_EQ(kiln_func_from_ir("{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b,) }",
+                              "double", &f),
+            KILN_OK)
+      << kiln_last_error();
+  int donate = 0;
+  kiln_jit_options o{};
+  o.donate_argnums = &donate;
+  o.num_donate = 1;
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, f, &o, &j), KILN_OK) << kiln_last_error();
+  Producer p({1, 2, 3}, {3});
+  kiln_array *in = nullptr, *out = nullptr;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, &p.m, 0, &in), KILN_OK);
+  EXPECT_EQ(kiln_jit_call_arrays(j, 1, &in, 1, &out), KILN_ERR_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("zero-copy DLPack import"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(p.data, (std::vector<float>{1, 2, 3}));  // never written
+  kiln_array_release(in);
+  EXPECT_EQ(p.deleted, 1);
+  kiln_jit_free(j);
+  kiln_func_free(f);
+}
+
+TEST_F(DlpackTest, FuncFromIrRunsAndChecksItsArguments) {
+  kiln_func *f = nullptr;
+  EXPECT_EQ(kiln_func_from_ir("{ lambda ; a:f32[3]. let b = in (b,) }", "bad", &f),
+            KILN_ERR_ARGUMENT);
+  EXPECT_EQ(f, nullptr);
+  ASSERT_EQ(kiln_func_from_ir("{ lambda ; a:f32[3] b:f32[]. let c:f32[3] = mul a b "
+                              "d:f32[] = reduce_sum[axes=(0,)] c in (c, d, 1.5:f32[]) }",
+                              "scale", &f),
+            KILN_OK)
+      << kiln_last_error();
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, f, nullptr, &j), KILN_OK);
+  kiln_array *in[2] = {Floats({3}), Floats({})}, *out[3] = {};
+  ASSERT_EQ(kiln_jit_call_arrays(j, 2, in, 3, out), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(Host(out[0]), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(Host(out[1]), (std::vector<float>{6}));
+  EXPECT_EQ(Host(out[2]), (std::vector<float>{1.5f}));
+  for (auto *a : out) kiln_array_release(a);
+  kiln_array *wrong[2] = {in[1], in[0]};
+  EXPECT_EQ(kiln_jit_call_arrays(j, 2, wrong, 3, out), KILN_ERR_SHAPE);
+  EXPECT_NE(std::string(kiln_last_error()).find("argument 0 is f32[]; the program's invar is f32[3]"),
+            std::string::npos)
+      << kiln_last_error();
+  for (auto *a : in) kiln_array_release(a);
+  kiln_jit_free(j);
+  kiln_func_free(f);
 }
 
 TEST_F(DlpackTest, ZeroDimensionalAndZeroSize) {

@@ -12,6 +12,7 @@
 #include "kiln/array.h"
 #include "kiln/device.h"
 #include "kiln/status.h"
+#include "kiln/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,7 +108,10 @@ typedef enum kiln_dlpack_flag {
   /* A layout kiln cannot hold as it is (non-compact strides, a byte offset
    * that breaks alignment) may be copied into a new compact array; without
    * this flag it is refused with KILN_ERR_UNIMPLEMENTED naming the layout. */
-  KILN_DLPACK_ALLOW_COPY = 1
+  KILN_DLPACK_ALLOW_COPY = 1,
+  /* Always copy (the array API's copy=True), even where kiln could use the
+   * producer's memory in place. */
+  KILN_DLPACK_COPY = 2
 } kiln_dlpack_flag;
 
 /* Exports `a` (retained until the consumer calls the deleter; the kiln
@@ -124,16 +128,41 @@ kiln_status kiln_array_to_dlpack_unversioned(kiln_array *a, int64_t stream,
                                              DLManagedTensor **out);
 
 /* Imports a producer's tensor onto `dev`. kiln takes ownership of `t`: its
- * deleter is called exactly once, on success and on failure. The import
- * copies into kiln's memory (the runtime has no foreign-buffer arrays yet),
- * and the deleter is called as soon as the copy is done. Accepted: every
- * kiln dtype with lanes == 1, host-readable tensors (kDLCPU, kDLCUDAHost,
- * kDLCUDAManaged), compact or (with KILN_DLPACK_ALLOW_COPY) strided; a
- * major version other than 1 is refused (the layout may differ). */
+ * deleter is called exactly once, on success and on failure.
+ * Zero-copy: a compact, element-aligned tensor in memory `dev` uses
+ * directly (host memory -- kDLCPU, kDLCUDAHost, kDLCUDAManaged -- for a CPU
+ * device; kDLCUDA or kDLCUDAManaged memory of the same GPU for a CUDA
+ * device) becomes an array over the producer's memory, and the deleter runs
+ * when that array is released (after kiln's queued work on it is done), so
+ * the producer's data stays alive while kiln holds it. kiln never writes
+ * it: such an array cannot be donated. On CUDA the producer must have made
+ * the data ready on kiln_device_dlpack_stream's stream (DLPack's
+ * __dlpack__(stream=...) handshake).
+ * Copied otherwise (and with KILN_DLPACK_COPY), the deleter running as soon
+ * as the copy is made: host-readable tensors in another layout (strided
+ * ones with KILN_DLPACK_ALLOW_COPY), and host tensors onto a GPU. Every
+ * kiln dtype with lanes == 1; a major version other than 1 is refused (the
+ * layout may differ). */
 kiln_status kiln_array_from_dlpack(kiln_device *dev, DLManagedTensorVersioned *t, unsigned flags,
                                    kiln_array **out);
 kiln_status kiln_array_from_dlpack_unversioned(kiln_device *dev, DLManagedTensor *t,
                                                unsigned flags, kiln_array **out);
+
+/* The stream a DLPack producer is asked to make its data ready on before
+ * kiln_array_from_dlpack onto `dev` (the `stream` of the Python array API's
+ * __dlpack__): the device's compute stream, a CUstream as an integer, on
+ * CUDA; 0 on CPU, where no stream applies (pass None in Python). */
+kiln_status kiln_device_dlpack_stream(const kiln_device *dev, int64_t *stream);
+
+/* A function from IR text (kir's printed form, jaxpr style: what a
+ * framework's frontend produces from its own program, e.g. kiln.jit of a JAX
+ * function). The text is parsed and verified now; each trace of the function
+ * copies its equations into the caller's program, so it jits, transforms and
+ * nests like any kiln_func. Its argument tree's leaves must match the
+ * program's invars in order, dtype and shape; the result is the tuple of its
+ * outputs. Constvars are refused: constants are passed as inputs. `name`
+ * (NULL: "ir_func") names the function in errors. Free with kiln_func_free. */
+kiln_status kiln_func_from_ir(const char *text, const char *name, kiln_func **out);
 
 #ifdef __cplusplus
 }

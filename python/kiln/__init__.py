@@ -1,5 +1,5 @@
 """kiln: arrays on kiln's devices, exchanged with NumPy, JAX, PyTorch and
-CuPy through DLPack."""
+CuPy through DLPack, and kiln.jit of JAX functions."""
 import ctypes
 import os
 
@@ -8,11 +8,12 @@ import numpy as np
 from . import _dlpack
 from ._lib import KilnError, check, lib
 
-__all__ = ["Array", "Device", "KilnError", "asarray", "from_dlpack", "devices"]
+__all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "from_dlpack",
+           "devices", "jit"]
 
 _KDLCPU, _KDLCUDA = 1, 2
 _BACKEND_CUDA = 3  # KILN_BACKEND_CUDA
-_ALLOW_COPY = 1
+_ALLOW_COPY, _FORCE_COPY = 1, 2  # KILN_DLPACK_ALLOW_COPY, KILN_DLPACK_COPY
 _ctx = None
 
 
@@ -37,6 +38,7 @@ class Device:
         self._handle = handle
         self.id = lib.kiln_device_index(handle)
         self.platform = "cuda" if lib.kiln_ctx_backend(_context()) == _BACKEND_CUDA else "cpu"
+        self.ordinal = self.id  # kiln opens the GPUs in CUDA's order
 
     def __repr__(self):
         return f"Device({self.platform}:{self.id})"
@@ -68,28 +70,38 @@ def _dtype_from_name(name):
 class Array:
     """An immutable kiln array; owns one kiln reference."""
 
-    __slots__ = ("_handle", "__weakref__")
+    __slots__ = ("_handle", "_aval", "__weakref__")
 
-    def __init__(self, handle):
+    def __init__(self, handle, aval=None):
         self._handle = handle
+        self._aval = aval  # (dtype, shape), read from kiln on first use
 
     def __del__(self, _release=lib.kiln_array_release):  # bound: survives shutdown
         if self._handle:
             _release(self._handle)
             self._handle = None
 
+    def aval(self):
+        """(numpy dtype, shape): immutable, so cached (jit's cache key)."""
+        if self._aval is None:
+            h = self._handle
+            p = lib.kiln_array_shape(h)
+            shape = tuple(p[i] for i in range(lib.kiln_array_rank(h)))
+            dtype = _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(h)).decode())
+            self._aval = (dtype, shape)
+        return self._aval
+
     @property
     def shape(self):
-        p = lib.kiln_array_shape(self._handle)
-        return tuple(p[i] for i in range(lib.kiln_array_rank(self._handle)))
+        return self.aval()[1]
 
     @property
     def ndim(self):
-        return lib.kiln_array_rank(self._handle)
+        return len(self.aval()[1])
 
     @property
     def dtype(self):
-        return _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(self._handle)).decode())
+        return self.aval()[0]
 
     @property
     def size(self):
@@ -132,18 +144,44 @@ class Array:
 
 def from_dlpack(x, device=None, copy=None):
     """Imports any object with __dlpack__ (NumPy, JAX, PyTorch, CuPy).
-    The data is copied into kiln's memory (kiln's runtime has no
-    foreign-buffer arrays yet); strided inputs are copied in order unless
-    copy=False, which refuses them."""
-    dev = (device or devices()[0])._handle
+
+    Zero-copy where kiln's device can use the producer's memory as it is
+    (host memory on CPU, the same GPU on CUDA, compact layout): the kiln
+    array views it and keeps the producer's tensor alive until released.
+    Otherwise the data is copied (strided inputs in order), unless
+    copy=False, which refuses; copy=True always copies. On CUDA the producer
+    is asked to make its data ready on kiln's compute stream."""
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"{type(x).__name__} has no __dlpack__")
+    dev = device or _device_for(x)
+    stream = None
+    if dev.platform == "cuda" and x.__dlpack_device__()[0] == _KDLCUDA:
+        s = ctypes.c_int64()
+        check(lib.kiln_device_dlpack_stream(dev._handle, ctypes.byref(s)))
+        stream = s.value
+    kwargs = {"max_version": (1, 1)}
+    if stream is not None:
+        kwargs["stream"] = stream
     try:
-        capsule = x.__dlpack__(max_version=(1, 1))
+        capsule = x.__dlpack__(**kwargs)
     except TypeError:  # a pre-1.0 producer
-        capsule = x.__dlpack__()
-    flags = 0 if copy is False else _ALLOW_COPY
-    return Array(_dlpack.import_capsule(dev, capsule, flags))
+        kwargs.pop("max_version")
+        capsule = x.__dlpack__(**kwargs)
+    flags = {False: 0, None: _ALLOW_COPY, True: _ALLOW_COPY | _FORCE_COPY}[copy]
+    return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+
+
+def _device_for(x):
+    """kiln's device for a producer's tensor: the GPU of the same ordinal
+    for CUDA memory when kiln runs on CUDA, else kiln's first device."""
+    _default_device()
+    devs = _devices
+    kind, ordinal = x.__dlpack_device__()
+    if kind == _KDLCUDA:
+        for d in devs:
+            if d.platform == "cuda" and d.ordinal == ordinal:
+                return d
+    return devs[0]
 
 
 def asarray(x, device=None):
@@ -161,13 +199,42 @@ def asarray(x, device=None):
     return from_dlpack(x, device=device)
 
 
+_dtype_codes = {}
+_devices = None
+
+
+def _default_device():
+    global _devices
+    if _devices is None:
+        _devices = devices()
+    return _devices[0]
+
+
+def _dtype_code(dt):
+    code = _dtype_codes.get(dt)
+    if code is None:
+        c = ctypes.c_int()
+        check(lib.kiln_dtype_from_name(dt.name.encode(), ctypes.byref(c)))
+        code = _dtype_codes[dt] = c.value
+    return code
+
+
 def _from_host(x, device):
-    x = np.require(x, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
-    code = ctypes.c_int()
-    check(lib.kiln_dtype_from_name(x.dtype.name.encode(), ctypes.byref(code)))
+    """A kiln array holding a copy of the NumPy array x."""
+    if not x.flags.c_contiguous:
+        x = np.require(x, requirements="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     shape = (ctypes.c_int64 * max(x.ndim, 1))(*x.shape)
     out = ctypes.c_void_p()
-    dev = (device or devices()[0])._handle
-    check(lib.kiln_array_from_host(dev, code.value, x.ndim, shape, x.ctypes.data, x.nbytes,
-                                   ctypes.byref(out)))
-    return Array(out.value)
+    dev = (device or _default_device())._handle
+    check(lib.kiln_array_from_host(dev, _dtype_code(x.dtype), x.ndim, shape, x.ctypes.data,
+                                   x.nbytes, ctypes.byref(out)))
+    return Array(out.value, (x.dtype, x.shape))
+
+
+# After Array and _from_host, which the jit's call path uses.
+from ._jit import jit  # noqa: E402
+try:
+    from ._jaxpr import UnsupportedPrimitive  # noqa: E402
+except ImportError:  # no JAX: kiln.jit is unusable, the rest works
+    class UnsupportedPrimitive(NotImplementedError):
+        """A jaxpr primitive kiln has no counterpart for."""

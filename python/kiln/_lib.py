@@ -38,6 +38,16 @@ def _load():
         "kiln_array_from_dlpack_unversioned": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p,
                                                               ctypes.c_uint,
                                                               ctypes.POINTER(ctypes.c_void_p)]),
+        "kiln_device_dlpack_stream": (ctypes.c_int, [ctypes.c_void_p, c_int64_p]),
+        "kiln_func_from_ir": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.POINTER(ctypes.c_void_p)]),
+        "kiln_func_free": (None, [ctypes.c_void_p]),
+        "kiln_jit_new": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.POINTER(ctypes.c_void_p)]),
+        "kiln_jit_free": (None, [ctypes.c_void_p]),
+        "kiln_jit_call_arrays": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                                ctypes.c_size_t, ctypes.c_void_p]),
+        "kiln_jit_compile_count": (ctypes.c_int64, [ctypes.c_void_p]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

@@ -5,6 +5,21 @@
 #include "device/device.h"
 
 static void kdev_buffer_free(kiln_array *a) {
+  if (a->buf.foreign_free) {
+    /* Kernels still reading the memory are queued work: let them finish
+     * before the producer may reuse it. The backend releases only its own
+     * state of the buffer (its ready marker), with no memory to free. */
+    kdev_buffer own = a->buf;
+    if (a->device->ops->synchronize(a->device) != KILN_OK)
+      kcore_log(KILN_LOG_ERROR, KILN_LOG_ERROR, "releasing a DLPack import on %s: %s",
+                a->device->info.name, kiln_last_error());
+    own.ptr = 0;
+    own.nbytes = 0;
+    a->device->ops->release(a->device, &own);
+    a->buf.foreign_free(a->buf.foreign);
+    memset(&a->buf, 0, sizeof a->buf);
+    return;
+  }
   if (a->buf.nbytes == 0 && a->buf.ptr == 0 && !a->buf.ready) return;
   a->device->ops->release(a->device, &a->buf);
   atomic_fetch_sub(&a->device->bytes_in_use, (uint64_t)a->buf.nbytes);
@@ -41,6 +56,36 @@ void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank
   a->size = elements;
   a->device = dev;
   atomic_fetch_add(&dev->backend->live_arrays, 1);
+}
+
+kiln_status kdev_array_wrap(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                            const int64_t *shape, uintptr_t ptr, void (*foreign_free)(void *),
+                            void *foreign, kiln_array **out) {
+  int64_t elements;
+  size_t nbytes;
+  kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, &elements, &nbytes);
+  kiln_array *a = st ? NULL : calloc(1, sizeof *a);
+  if (!a) {
+    foreign_free(foreign);
+    return st ? st : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  }
+  kdev_array_init(a, dev, dtype, rank, shape, elements);
+  a->buf.ptr = ptr;
+  a->buf.nbytes = nbytes;
+  a->buf.foreign_free = foreign_free;
+  a->buf.foreign = foreign;
+  snprintf(a->buf.origin, sizeof a->buf.origin, "%s", op);
+  *out = a;
+  return KILN_OK;
+}
+
+kiln_status kdev_array_check_donation(const char *op, const kiln_array *a, int index) {
+  if (!a || !a->buf.foreign_free) return KILN_OK;
+  char t[200];
+  kiln_array_describe(a, t, sizeof t);
+  return kcore_fail(KILN_ERR_ARGUMENT, "%s: argument %d (%s) is donated but views another "
+                    "framework's memory (a zero-copy DLPack import); kiln cannot take it over",
+                    op, index, t);
 }
 
 kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,

@@ -30,6 +30,11 @@ typedef struct kdev_buffer {
   /* What queued the last write ("jit(f)"), named when waiting for it fails:
    * asynchronous errors surface at the next wait. */
   char origin[48];
+  /* Memory kiln does not own (a zero-copy DLPack import) has foreign_free
+   * set: releasing the buffer waits for the device's queued work, then calls
+   * foreign_free(foreign) instead of freeing it. It is never donated. */
+  void (*foreign_free)(void *foreign);
+  void *foreign;
 } kdev_buffer;
 
 /* How host data crosses to a device: through the device's pinned staging
@@ -162,6 +167,15 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
 /* Fills a zeroed array's header: one reference, counted live on dev's backend. */
 void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
                      const int64_t *shape, int64_t elements);
+/* An array over memory kiln does not own (a DLPack producer's), on dev: no
+ * copy; foreign_free(foreign) is called once, when the array is released
+ * (or at once if this fails). `ready` as kdev_buffer's (NULL: ready now). */
+kiln_status kdev_array_wrap(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                            const int64_t *shape, uintptr_t ptr, void (*foreign_free)(void *),
+                            void *foreign, kiln_array **out);
+/* KILN_ERR_ARGUMENT if `a` (argument `index` of op) cannot be donated: it
+ * views foreign memory, which kiln must not write or keep. */
+kiln_status kdev_array_check_donation(const char *op, const kiln_array *a, int index);
 /* Host data handed to a device: nbytes must be the type's size, data non-NULL
  * unless empty. */
 kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,

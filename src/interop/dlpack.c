@@ -171,9 +171,25 @@ static void kinterop_gather(const DLTensor *t, size_t esize, int64_t count, char
   }
 }
 
-/* Imports `t` (its deleter is the caller's business). */
+/* Whether kiln's device `dev` can use memory of the tensor's device as it
+ * is: host memory for the CPU devices, the same GPU for a CUDA device. */
+static bool kinterop_same_memory(kiln_device *dev, const kiln_device_info *info,
+                                 const DLDevice *d) {
+  if (info->platform == KILN_BACKEND_CUDA)
+    return (d->device_type == kDLCUDA || d->device_type == kDLCUDAManaged) &&
+           d->device_id == kinterop_device_ordinal(dev);
+  return d->device_type == kDLCPU || d->device_type == kDLCUDAHost ||
+         d->device_type == kDLCUDAManaged;
+}
+
+/* Imports `t`. A compact, element-aligned tensor in memory dev uses directly
+ * becomes an array over that memory (unless KILN_DLPACK_COPY), which calls
+ * release(managed) when it is released, and *kept is set; anything else is
+ * copied, and release stays the caller's business. */
 static kiln_status kinterop_import(const char *op, kiln_device *dev, const DLTensor *t,
-                                   unsigned flags, kiln_array **out) {
+                                   unsigned flags, void (*release)(void *), void *managed,
+                                   bool *kept, kiln_array **out) {
+  *kept = false;
   if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
   if (t->ndim < 0 || t->ndim > KILN_MAX_RANK)
     return kcore_fail(KILN_ERR_SHAPE, "%s: rank %d (kiln holds ranks 0..%d)", op, (int)t->ndim,
@@ -183,11 +199,16 @@ static kiln_status kinterop_import(const char *op, kiln_device *dev, const DLTen
     return kcore_fail(KILN_ERR_DTYPE, "%s: DLPack dtype code %u, %u bits, %u lanes has no kiln dtype",
                       op, t->dtype.code, t->dtype.bits, t->dtype.lanes);
   DLDeviceType dt = t->device.device_type;
-  if (dt != kDLCPU && dt != kDLCUDAHost && dt != kDLCUDAManaged)
+  kiln_device_info info;
+  kiln_status st = kiln_device_info_get(dev, &info);
+  if (st) return st;
+  bool same = kinterop_same_memory(dev, &info, &t->device);
+  if (!same && dt != kDLCPU && dt != kDLCUDAHost && dt != kDLCUDAManaged)
     return kcore_fail(KILN_ERR_WRONG_DEVICE,
-                      "%s: a tensor on %s (device %d) cannot be read from the host; kiln imports "
-                      "host-readable tensors only",
-                      op, kinterop_device_name(dt), (int)t->device.device_id);
+                      "%s: a tensor on %s (device %d) is neither in %s's memory nor readable "
+                      "from the host",
+                      op, kinterop_device_name(dt), (int)t->device.device_id,
+                      info.name);
   int64_t count = 1;
   for (int d = 0; d < t->ndim; d++) {
     if (t->shape[d] < 0)
@@ -204,9 +225,20 @@ static kiln_status kinterop_import(const char *op, kiln_device *dev, const DLTen
       expect *= t->shape[d];
     }
   }
+  uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+  if (same && compact && count > 0 && addr % esize == 0 && !(flags & KILN_DLPACK_COPY)) {
+    *kept = true;
+    return kinterop_wrap(op, dev, dtype, t->ndim, t->shape, addr, release, managed, out);
+  }
+  if (dt == kDLCUDA)
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                      "%s: a %s tensor on kDLCUDA device %d with %s cannot be used in place, and "
+                      "kiln copies only host-readable tensors",
+                      op, kiln_dtype_name(dtype), (int)t->device.device_id,
+                      compact ? "a byte offset that breaks element alignment" : "non-compact strides");
   if (compact)
-    return kiln_array_from_host(dev, dtype, t->ndim, t->shape,
-                                count ? (const char *)t->data + t->byte_offset : NULL, nbytes, out);
+    return kiln_array_from_host(dev, dtype, t->ndim, t->shape, count ? (const char *)addr : NULL,
+                                nbytes, out);
   if (!(flags & KILN_DLPACK_ALLOW_COPY)) {
     char layout[256];
     size_t n = 0;
@@ -223,27 +255,38 @@ static kiln_status kinterop_import(const char *op, kiln_device *dev, const DLTen
   char *tmp = malloc(nbytes);
   if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   kinterop_gather(t, esize, count, tmp);
-  kiln_status st = kiln_array_from_host(dev, dtype, t->ndim, t->shape, tmp, nbytes, out);
+  st = kiln_array_from_host(dev, dtype, t->ndim, t->shape, tmp, nbytes, out);
   free(tmp);
   return st;
+}
+
+static void kinterop_release_versioned(void *managed) {
+  DLManagedTensorVersioned *t = managed;
+  if (t->deleter) t->deleter(t);
+}
+
+static void kinterop_release_unversioned(void *managed) {
+  DLManagedTensor *t = managed;
+  if (t->deleter) t->deleter(t);
 }
 
 kiln_status kiln_array_from_dlpack(kiln_device *dev, DLManagedTensorVersioned *t, unsigned flags,
                                    kiln_array **out) {
   static const char op[] = "kiln_array_from_dlpack";
   if (!out) {
-    if (t && t->deleter) t->deleter(t);
+    if (t) kinterop_release_versioned(t);
     return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   }
   *out = NULL;
   if (!t) return kcore_fail(KILN_ERR_ARGUMENT, "%s: tensor is NULL", op);
   kiln_status st;
+  bool kept = false;
   if (t->version.major != DLPACK_MAJOR_VERSION)
     st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: DLPack version %u.%u (kiln reads %d.x)", op,
                     t->version.major, t->version.minor, DLPACK_MAJOR_VERSION);
   else
-    st = kinterop_import(op, dev, &t->dl_tensor, flags, out);
-  if (t->deleter) t->deleter(t);
+    st = kinterop_import(op, dev, &t->dl_tensor, flags, kinterop_release_versioned, t, &kept, out);
+  if (!kept) kinterop_release_versioned(t);
   return st;
 }
 
@@ -251,12 +294,21 @@ kiln_status kiln_array_from_dlpack_unversioned(kiln_device *dev, DLManagedTensor
                                                unsigned flags, kiln_array **out) {
   static const char op[] = "kiln_array_from_dlpack_unversioned";
   if (!out) {
-    if (t && t->deleter) t->deleter(t);
+    if (t) kinterop_release_unversioned(t);
     return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   }
   *out = NULL;
   if (!t) return kcore_fail(KILN_ERR_ARGUMENT, "%s: tensor is NULL", op);
-  kiln_status st = kinterop_import(op, dev, &t->dl_tensor, flags, out);
-  if (t->deleter) t->deleter(t);
+  bool kept = false;
+  kiln_status st =
+      kinterop_import(op, dev, &t->dl_tensor, flags, kinterop_release_unversioned, t, &kept, out);
+  if (!kept) kinterop_release_unversioned(t);
   return st;
+}
+
+kiln_status kiln_device_dlpack_stream(const kiln_device *dev, int64_t *stream) {
+  if (!dev || !stream)
+    return kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_dlpack_stream: device or stream is NULL");
+  *stream = kinterop_device_stream(dev);
+  return KILN_OK;
 }

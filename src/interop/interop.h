@@ -11,5 +11,15 @@
  * wait for its pending writes. */
 uintptr_t kinterop_array_address(const kiln_array *a);
 kiln_status kinterop_array_wait(const kiln_array *a);
+/* The device's CUDA ordinal (0 on CPU) and its compute stream (a CUstream as
+ * an integer; 0 on CPU), the stream a DLPack producer is asked to order on. */
+int kinterop_device_ordinal(const kiln_device *dev);
+int64_t kinterop_device_stream(const kiln_device *dev);
+/* An array over a producer's memory (kdev_array_wrap); on CUDA marked ready
+ * at the current end of the compute stream. release(managed) is called
+ * once: when the array is released, or at once on failure. */
+kiln_status kinterop_wrap(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
+                          const int64_t *shape, uintptr_t ptr, void (*release)(void *),
+                          void *managed, kiln_array **out);
 
 #endif

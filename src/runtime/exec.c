@@ -162,6 +162,10 @@ static kiln_status krt_prepare_outputs(krt_call *k) {
      * donated input is dead by then. The reference executor writes outputs
      * last, so any donated input of the size will do. */
     k->donor[i] = c->exec ? c->exec_ops->output_donor(c->exec, i) : krt_find_donor(k, nb, i);
+    if (k->donor[i] >= 0) {
+      kiln_status st = kdev_array_check_donation("kiln_jit_call", k->args[k->donor[i]], k->donor[i]);
+      if (st) return st;
+    }
     bool host = krt_host_addressable(c->p.dev);
     if (k->donor[i] >= 0 && host) {
       k->out[i].data = (void *)k->args[k->donor[i]]->buf.ptr;

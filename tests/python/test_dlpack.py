@@ -2,6 +2,7 @@
 installed): pointer identity, lifetimes, read-only, 0-d, zero-size and
 non-contiguous inputs."""
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -26,7 +27,8 @@ def test_numpy_views_kiln_memory_read_only():
 
 
 def test_jax_views_kiln_memory():
-    k = kiln.asarray(np.arange(4, dtype=np.int32))
+    # kiln's own (64-byte aligned) memory: XLA copies less aligned buffers.
+    k = kiln.from_dlpack(np.arange(4, dtype=np.int32), copy=True)
     j = jnp.from_dlpack(k)
     assert j.unsafe_buffer_pointer() == _ptr(k)
     np.testing.assert_array_equal(np.asarray(j), [0, 1, 2, 3])
@@ -40,13 +42,56 @@ def test_consumer_outlives_kiln_array():
     np.testing.assert_array_equal(n, [7.5, 7.5, 7.5])
 
 
-def test_import_outlives_producer():
+def test_import_is_zero_copy_and_outlives_producer():
     src = np.arange(5, dtype=np.int16)
+    alive = weakref.ref(src)
     k = kiln.from_dlpack(src)
-    src[:] = -1  # kiln holds its own data
+    assert _ptr(k) == src.ctypes.data  # the same memory
+    src[0] = 42  # zero-copy both ways: the producer's writes show
     del src
     gc.collect()
-    np.testing.assert_array_equal(np.asarray(k), np.arange(5))
+    assert alive() is not None  # kiln holds the producer's tensor
+    np.testing.assert_array_equal(np.asarray(k), [42, 1, 2, 3, 4])
+    del k
+    gc.collect()
+    assert alive() is None  # released: kiln called the producer's deleter
+
+
+def test_copy_true_copies_and_frees_the_producer():
+    src = np.arange(4, dtype=np.float32)
+    alive = weakref.ref(src)
+    k = kiln.from_dlpack(src, copy=True)
+    assert _ptr(k) != src.ctypes.data
+    src[:] = -1
+    del src
+    gc.collect()
+    assert alive() is None
+    np.testing.assert_array_equal(np.asarray(k), [0, 1, 2, 3])
+
+
+def test_read_only_producer_imports_in_place():
+    src = np.arange(6, dtype=np.float64).reshape(2, 3)
+    src.flags.writeable = False
+    k = kiln.from_dlpack(src)
+    assert _ptr(k) == src.ctypes.data
+    np.testing.assert_array_equal(np.asarray(kiln.jit(lambda x: x * 2)(k)), src * 2)
+
+
+def test_jax_import_is_zero_copy():
+    j = jnp.arange(8, dtype=jnp.float32)
+    k = kiln.from_dlpack(j)
+    assert _ptr(k) == j.unsafe_buffer_pointer()
+    del j
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(k), np.arange(8))
+
+
+def test_misaligned_view_is_copied():
+    raw = np.zeros(17, np.uint8)
+    view = raw[1:].view(np.float32)  # data one byte past an aligned address
+    k = kiln.from_dlpack(view)
+    assert _ptr(k) != view.ctypes.data
+    np.testing.assert_array_equal(np.asarray(k), view)
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (2, 0, 3), (1,), (2, 3, 4)])
@@ -93,6 +138,41 @@ def test_torch_round_trip():
     torch = pytest.importorskip("torch")
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     k = kiln.from_dlpack(t)
+    assert _ptr(k) == t.data_ptr()  # imported in place
     back = torch.from_dlpack(k)
     assert back.data_ptr() == _ptr(k)
     assert torch.equal(back, t)
+
+
+def test_torch_cuda_import_uses_kiln_stream():
+    torch = pytest.importorskip("torch")
+    cuda = [d for d in kiln.devices() if d.platform == "cuda"]
+    if not torch.cuda.is_available() or not cuda:
+        pytest.skip("needs a GPU seen by both torch and kiln (KILN_BACKEND=cuda)")
+    t = torch.arange(1 << 20, dtype=torch.float32, device="cuda") * 3  # queued on torch's stream
+    k = kiln.from_dlpack(t)
+    assert _ptr_cuda(k) == t.data_ptr()
+    np.testing.assert_array_equal(np.asarray(k), np.arange(1 << 20, dtype=np.float32) * 3)
+
+
+def test_cupy_import_in_place():
+    cupy = pytest.importorskip("cupy")
+    cuda = [d for d in kiln.devices() if d.platform == "cuda"]
+    if not cuda:
+        pytest.skip("needs kiln on CUDA (KILN_BACKEND=cuda)")
+    c = cupy.arange(10, dtype=cupy.float32)
+    k = kiln.from_dlpack(c)
+    assert _ptr_cuda(k) == c.data.ptr
+    np.testing.assert_array_equal(np.asarray(k), np.arange(10, dtype=np.float32))
+
+
+def _ptr_cuda(a):
+    """The device address a kiln CUDA array exports."""
+    import ctypes
+    from kiln import _lib
+    out = ctypes.c_void_p()
+    _lib.check(_lib.lib.kiln_array_to_dlpack(a._handle, -1, ctypes.byref(out)))
+    managed = out.value
+    data = ctypes.c_void_p.from_address(managed + 32).value  # DLManagedTensorVersioned.dl_tensor.data
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.c_void_p.from_address(managed + 16).value)(managed)
+    return data

@@ -105,6 +105,8 @@ static kiln_status kcuda_x_outputs(const kcuda_x_call *r) {
   for (int k = 0; k < c->n_out; k++) {
     int donor = r->x->plan->output_donor[k];
     if (donor >= 0) {
+      kiln_status st = kdev_array_check_donation("kiln_jit_call", r->args[donor], donor);
+      if (st) return st;
       r->out_ptr[k] = (CUdeviceptr)r->args[donor]->buf.ptr;
       continue;
     }
