@@ -10,28 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "dist_test_support.h"
 #include "kiln/kiln.h"
 
 namespace {
 
-std::vector<std::string> Split(const std::string &s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.push_back("");
-  return out;
-}
-
-std::vector<int64_t> Ints(const std::string &s, char sep) {
-  std::vector<int64_t> out;
-  for (const std::string &x : Split(s, sep)) out.push_back(std::stoll(x));
-  return out;
-}
-
-bool Contains(const std::string &haystack, const std::string &needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using dist_test::Contains;
+using dist_test::Ints;
+using dist_test::Split;
 
 class DistSharding : public ::testing::Test {
  protected:

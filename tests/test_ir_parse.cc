@@ -627,16 +627,67 @@ class Gen {
     Add(s, KIR_PRIM_SCAN, &par, ops);
   }
 
+  // A shard_map over a random mesh whose body applies collectives to a
+  // replicated operand (P() in, P() out: the types stay whole).
+  void ShardMap(Scope &s) {
+    static const char *meshes[] = {"i=2", "a=2,b=3", "data=4,model=1"};
+    static const char *axes[][4] = {{"i"}, {"a", "b", "a,b", "b,a"}, {"data", "model", "data,model"}};
+    static const int n_axes[] = {1, 4, 3};
+    static const int64_t sizes[][4] = {{2}, {2, 3, 6, 6}, {4, 1, 4}};
+    int m = Int(0, 2), k = Int(0, n_axes[m] - 1);
+    kir_vid x = VarIn(s, KIR_DT_NUM);
+    if (x == KIR_NO_VAR) return;
+    std::vector<kir_vid> bv;
+    kir_program *body = SubProgram(s, {Type(s, x)}, 0, &bv);
+    Scope bs{body, {bv[0]}, s.depth + 1};
+    kir_params par = Zero();
+    const kir_aval &t = Type(s, x);
+    int64_t size = sizes[m][k];
+    switch (Int(0, 5)) {
+      case 0:
+        par.collective = {axes[m][k], size};
+        Add(bs, Pick(std::vector<kir_prim>{KIR_PRIM_PSUM, KIR_PRIM_PMAX, KIR_PRIM_PMIN}), &par, {bv[0]});
+        break;
+      case 1:
+        par.collective = {axes[m][k], size};
+        Add(bs, KIR_PRIM_AXIS_INDEX, &par, {});
+        break;
+      case 2:
+        par.all_gather = {Int(0, t.rank), axes[m][k], size, false};
+        if (t.rank < KIR_MAX_RANK) Add(bs, KIR_PRIM_ALL_GATHER, &par, {bv[0]});
+        break;
+      case 3:
+        par.ppermute = {axes[m][k], size, size > 1 ? "((0, 1), (1, 0))" : "((0, 0),)"};
+        Add(bs, KIR_PRIM_PPERMUTE, &par, {bv[0]});
+        break;
+      case 4:
+        if (t.rank == 0 || t.shape[0] % size) break;
+        par.all_to_all = {axes[m][k], size, 0, 0, true};
+        Add(bs, KIR_PRIM_ALL_TO_ALL, &par, {bv[0]});
+        break;
+      default:
+        if (t.rank == 0 || t.shape[0] % size) break;
+        par.psum_scatter = {axes[m][k], size, 0, true};
+        Add(bs, KIR_PRIM_PSUM_SCATTER, &par, {bv[0]});
+    }
+    kir_vid out = bs.pool.back();
+    EXPECT_EQ(kir_set_outputs(body, 1, &out), KILN_OK);
+    par = Zero();
+    par.shard_map = {Coin(), "", body, meshes[m], ""};
+    Add(s, KIR_PRIM_SHARD_MAP, &par, {x});
+  }
+
   void Body(Scope &s, int n_eqns) {
     for (int i = 0; i < n_eqns; i++) {
-      int r = Int(0, s.depth < 2 ? 9 : 6);
+      int r = Int(0, s.depth < 2 ? 10 : 6);
       if (r <= 2) Elementwise(s);
       else if (r <= 4) Structure(s);
       else if (r == 5) Reduction(s);
       else if (r == 6) Effects(s);
       else if (r == 7) Cond(s);
       else if (r == 8) While(s);
-      else Scan(s);
+      else if (r == 9) Scan(s);
+      else ShardMap(s);
     }
   }
 

@@ -44,8 +44,26 @@ const int64_t *kiln_array_shape(const kiln_array *a);
 int64_t kiln_array_size(const kiln_array *a);   /* element count */
 size_t kiln_array_nbytes(const kiln_array *a);
 kiln_device *kiln_array_device(const kiln_array *a);
-/* Writes e.g. "f32[2,3]{cpu:0}" into buf (always NUL-terminated). */
+/* Writes e.g. "f32[2,3]{cpu:0}" into buf (always NUL-terminated); a sharded
+ * array lists its shards' devices: "f32[8,2]{sharded: cpu:0,cpu:1}". */
 void kiln_array_describe(const kiln_array *a, char *buf, size_t cap);
+
+/* Sharded arrays (made by kiln/dist.h: kiln_device_put_sharded and friends)
+ * have one global shape and one buffer per device, each holding a block of
+ * the global array (replicas hold the same block). kiln_array_to_host,
+ * kiln_array_block_until_ready, kiln_array_delete and kiln_device_put (which
+ * gathers the global value onto one device) accept them; operations that
+ * run on one device refuse them with KILN_ERR_WRONG_DEVICE.
+ * kiln_array_device of a sharded array is its first shard's device. */
+int kiln_array_is_sharded(const kiln_array *a);
+/* The number of shards: 1 for an ordinary array, 0 for NULL. */
+int64_t kiln_array_shard_count(const kiln_array *a);
+/* Shard i as an ordinary single-device array (a new reference sharing its
+ * buffer; release it) and the block it holds, [start[d], stop[d]) for each
+ * of the rank dimensions. Any output may be NULL. Shard 0 of an ordinary
+ * array is the array itself. */
+kiln_status kiln_array_shard(const kiln_array *a, int64_t i, kiln_array **shard, int64_t *start,
+                             int64_t *stop);
 
 #ifdef __cplusplus
 }

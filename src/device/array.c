@@ -26,6 +26,13 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
                            kcore_format_type(dtype, rank, shape, t, sizeof t));
   }
   atomic_fetch_add(&dev->bytes_in_use, (uint64_t)nbytes);
+  kdev_array_init(a, dev, dtype, rank, shape, elements);
+  *out = a;
+  return KILN_OK;
+}
+
+void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
+                     const int64_t *shape, int64_t elements) {
   atomic_init(&a->refs, 1);
   atomic_init(&a->deleted, false);
   a->dtype = dtype;
@@ -34,27 +41,10 @@ kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype,
   a->size = elements;
   a->device = dev;
   atomic_fetch_add(&dev->backend->live_arrays, 1);
-  *out = a;
-  return KILN_OK;
 }
 
-kiln_status kdev_array_check(const char *op, const kiln_array *a) {
-  if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "%s: array is NULL", op);
-  if (atomic_load(&((kiln_array *)a)->deleted)) {
-    char t[200];
-    kiln_array_describe(a, t, sizeof t);
-    return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op,
-                      t);
-  }
-  return KILN_OK;
-}
-
-kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, const int64_t *shape,
-                                 const void *data, size_t nbytes, kiln_array **out) {
-  static const char op[] = "kiln_array_from_host";
-  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
-  *out = NULL;
-  if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
+kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes) {
   size_t need;
   kiln_status st = kcore_shape_bytes(op, dtype, rank, shape, NULL, &need);
   if (st) return st;
@@ -63,6 +53,41 @@ kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, c
     return kcore_fail(KILN_ERR_ARGUMENT, "%s: %zu bytes given, %s needs %zu", op, nbytes,
                       kcore_format_type(dtype, rank, shape, t, sizeof t), need);
   if (!data && need > 0) return kcore_fail(KILN_ERR_ARGUMENT, "%s: data is NULL", op);
+  return KILN_OK;
+}
+
+kiln_status kdev_array_check_any(const char *op, const kiln_array *a) {
+  if (!a) return kcore_fail(KILN_ERR_ARGUMENT, "%s: array is NULL", op);
+  if (kiln_array_is_deleted(a)) {
+    char t[200];
+    kiln_array_describe(a, t, sizeof t);
+    return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op,
+                      t);
+  }
+  return KILN_OK;
+}
+
+kiln_status kdev_array_check(const char *op, const kiln_array *a) {
+  kiln_status st = kdev_array_check_any(op, a);
+  if (st || !a->shards) return st;
+  char t[200];
+  kiln_array_describe(a, t, sizeof t);
+  return kcore_fail(KILN_ERR_WRONG_DEVICE,
+                    "%s: array %s is sharded over %lld devices; this takes an array on one device "
+                    "(kiln_array_shard gives one shard, kiln_device_put gathers it)",
+                    op, t, (long long)a->shards->count);
+}
+
+kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes, kiln_array **out) {
+  static const char op[] = "kiln_array_from_host";
+  if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
+  *out = NULL;
+  if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
+  kiln_status st = kdev_check_host_data(op, dtype, rank, shape, data, nbytes);
+  if (st) return st;
+  size_t need = nbytes;
+  char t[160];
   kiln_array *a;
   if ((st = kdev_array_alloc(op, dev, dtype, rank, shape, &a))) return st;
   if (need > 0 && (st = dev->ops->upload(dev, &a->buf, data, need, KDEV_COPY_STAGED))) {
@@ -76,7 +101,7 @@ kiln_status kiln_array_from_host(kiln_device *dev, kiln_dtype dtype, int rank, c
 
 kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes) {
   static const char op[] = "kiln_array_to_host";
-  kiln_status st = kdev_array_check(op, a);
+  kiln_status st = kdev_array_check_any(op, a);
   if (st) return st;
   size_t need = kiln_array_nbytes(a);
   if (nbytes != need) {
@@ -87,11 +112,14 @@ kiln_status kiln_array_to_host(const kiln_array *a, void *dst, size_t nbytes) {
   }
   if (need == 0) return KILN_OK;
   if (!dst) return kcore_fail(KILN_ERR_ARGUMENT, "%s: dst is NULL", op);
+  if (a->shards) return kdev_shards_to_host(a, dst);
   return a->device->ops->download(a->device, &a->buf, dst, need, KDEV_COPY_STAGED);
 }
 
 kiln_status kiln_array_block_until_ready(const kiln_array *a) {
-  kiln_status st = kdev_array_check("kiln_array_block_until_ready", a);
+  kiln_status st = kdev_array_check_any("kiln_array_block_until_ready", a);
+  for (int64_t i = 0; !st && a->shards && i < a->shards->count; i++)
+    st = kiln_array_block_until_ready(a->shards->arrays[i]);
   if (st || a->buf.nbytes == 0) return st;
   return a->device->ops->wait(a->device, &a->buf);
 }
@@ -100,21 +128,23 @@ kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out) {
   static const char op[] = "kiln_device_put";
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
-  kiln_status st = kdev_array_check(op, a);
+  kiln_status st = kdev_array_check_any(op, a);
   if (st) return st;
   if (!dev) return kcore_fail(KILN_ERR_ARGUMENT, "%s: device is NULL", op);
   if (dev->ctx != a->device->ctx)
     return kcore_fail(KILN_ERR_WRONG_DEVICE,
                       "%s: %s belongs to another context than the array's device %s", op,
                       dev->info.name, a->device->info.name);
-  if (dev == a->device) {
+  if (dev == a->device && !a->shards) {
     kiln_array_retain(a);
     *out = a;
     return KILN_OK;
   }
   kiln_array *b;
   if ((st = kdev_array_alloc(op, dev, a->dtype, a->rank, a->shape, &b))) return st;
-  if (b->buf.nbytes > 0 && (st = dev->ops->copy(dev, &b->buf, a->device, &a->buf, b->buf.nbytes))) {
+  kdev_block whole;
+  kdev_block_whole(a->rank, a->shape, &whole);
+  if (b->buf.nbytes > 0 && (st = kdev_gather(a, b, &whole))) {
     kiln_array_release(b);
     return kcore_fail_wrap(st, "%s: %s -> %s", op, a->device->info.name, dev->info.name);
   }
@@ -129,6 +159,7 @@ void kiln_array_retain(kiln_array *a) {
 void kiln_array_release(kiln_array *a) {
   if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
   if (!atomic_load(&a->deleted)) kdev_buffer_free(a);
+  kdev_shards_free(a->shards);
   atomic_fetch_sub(&a->device->backend->live_arrays, 1);
   free(a);
 }
@@ -138,11 +169,43 @@ kiln_status kiln_array_delete(kiln_array *a) {
   if (atomic_exchange(&a->deleted, true))
     return KILN_OK; /* deleting twice is harmless, as in JAX */
   kdev_buffer_free(a);
+  for (int64_t i = 0; a->shards && i < a->shards->count; i++)
+    (void)kiln_array_delete(a->shards->arrays[i]);
   return KILN_OK;
 }
 
 int kiln_array_is_deleted(const kiln_array *a) {
-  return a ? atomic_load(&((kiln_array *)a)->deleted) : 0;
+  if (!a) return 0;
+  if (atomic_load(&((kiln_array *)a)->deleted)) return 1;
+  for (int64_t i = 0; a->shards && i < a->shards->count; i++)
+    if (kiln_array_is_deleted(a->shards->arrays[i])) return 1;
+  return 0;
+}
+
+int64_t kiln_array_shard_count(const kiln_array *a) {
+  return !a ? 0 : a->shards ? a->shards->count : 1;
+}
+
+int kiln_array_is_sharded(const kiln_array *a) { return a && a->shards; }
+
+kiln_status kiln_array_shard(const kiln_array *a, int64_t i, kiln_array **shard, int64_t *start,
+                             int64_t *stop) {
+  static const char op[] = "kiln_array_shard";
+  if (shard) *shard = NULL;
+  kiln_status st = kdev_array_check_any(op, a);
+  if (st) return st;
+  if (i < 0 || i >= kiln_array_shard_count(a))
+    return kcore_fail(KILN_ERR_OUT_OF_RANGE, "%s: shard %lld is outside [0, %lld)", op,
+                      (long long)i, (long long)kiln_array_shard_count(a));
+  for (int d = 0; d < a->rank; d++) {
+    if (start) start[d] = a->shards ? a->shards->start[i][d] : 0;
+    if (stop) stop[d] = a->shards ? a->shards->stop[i][d] : a->shape[d];
+  }
+  if (shard) {
+    *shard = a->shards ? a->shards->arrays[i] : (kiln_array *)a;
+    kiln_array_retain(*shard);
+  }
+  return KILN_OK;
 }
 
 kiln_dtype kiln_array_dtype(const kiln_array *a) { return a ? a->dtype : KILN_INVALID_DTYPE; }
@@ -161,8 +224,18 @@ void kiln_array_describe(const kiln_array *a, char *buf, size_t cap) {
     return;
   }
   char t[160];
-  snprintf(buf, cap, "%s{%s}", kcore_format_type(a->dtype, a->rank, a->shape, t, sizeof t),
-           a->device->info.name);
+  kcore_format_type(a->dtype, a->rank, a->shape, t, sizeof t);
+  if (!a->shards) {
+    snprintf(buf, cap, "%s{%s}", t, a->device->info.name);
+    return;
+  }
+  /* "f32[8,2]{sharded: cpu:0,cpu:1,...}", cut short with "..." to fit. */
+  size_t n = (size_t)snprintf(buf, cap, "%s{sharded: ", t);
+  for (int64_t i = 0; i < a->shards->count && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? "," : "",
+                          a->shards->arrays[i]->device->info.name);
+  if (n < cap) snprintf(buf + n, cap - n, "}");
+  else if (cap > 5) snprintf(buf + cap - 5, 5, "...}");
 }
 
 kiln_status kdev_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank,
@@ -176,17 +249,10 @@ kiln_status kdev_array_take_buffer(kiln_array *donor, kiln_dtype dtype, int rank
   KCORE_ASSERT(nbytes == kiln_array_nbytes(donor));
   kiln_array *b = calloc(1, sizeof *b);
   if (!b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  atomic_init(&b->refs, 1);
-  atomic_init(&b->deleted, false);
-  b->dtype = dtype;
-  b->rank = rank;
-  if (rank > 0) memcpy(b->shape, shape, (size_t)rank * sizeof *shape);
-  b->size = elements;
-  b->device = donor->device;
+  kdev_array_init(b, donor->device, dtype, rank, shape, elements);
   b->buf = donor->buf;
   memset(&donor->buf, 0, sizeof donor->buf);
   atomic_store(&donor->deleted, true);
-  atomic_fetch_add(&donor->device->backend->live_arrays, 1);
   *out = b;
   return KILN_OK;
 }

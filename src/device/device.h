@@ -128,7 +128,22 @@ struct kdev_backend {
 /* Points every device at its backend and context and numbers them. */
 void kdev_backend_adopt(kdev_backend *b, kiln_ctx *ctx);
 
-/* An array: one buffer on one device, shared by reference count. */
+/* A sharded array's parts (kiln/dist.h makes them): one ordinary array per
+ * device, each holding the block [start, stop) of the global array. Shards
+ * that hold the same block are replicas. `owner` is the layout as the
+ * module above describes it (dist: its kiln_sharding), freed with the array. */
+typedef struct kdev_shards {
+  int64_t count;
+  struct kiln_array **arrays;
+  int64_t (*start)[KILN_MAX_RANK];
+  int64_t (*stop)[KILN_MAX_RANK];
+  void *owner;
+  void (*owner_free)(void *owner);
+} kdev_shards;
+
+/* An array: one buffer on one device, shared by reference count. A sharded
+ * array has no buffer of its own (buf is empty, device is its first shard's)
+ * and holds its shards instead. */
 struct kiln_array {
   _Atomic int refs;
   _Atomic bool deleted;
@@ -138,13 +153,75 @@ struct kiln_array {
   int64_t size;
   kiln_device *device;
   kdev_buffer buf;
+  kdev_shards *shards; /* NULL: an ordinary single-device array */
 };
 
 /* Allocates an array (buffer uninitialised). */
 kiln_status kdev_array_alloc(const char *op, kiln_device *dev, kiln_dtype dtype, int rank,
                              const int64_t *shape, kiln_array **out);
-/* KILN_ERR_DELETED / KILN_ERR_ARGUMENT checks shared by array entry points. */
+/* Fills a zeroed array's header: one reference, counted live on dev's backend. */
+void kdev_array_init(kiln_array *a, kiln_device *dev, kiln_dtype dtype, int rank,
+                     const int64_t *shape, int64_t elements);
+/* Host data handed to a device: nbytes must be the type's size, data non-NULL
+ * unless empty. */
+kiln_status kdev_check_host_data(const char *op, kiln_dtype dtype, int rank, const int64_t *shape,
+                                 const void *data, size_t nbytes);
+/* KILN_ERR_DELETED / KILN_ERR_ARGUMENT checks shared by array entry points.
+ * A sharded array is KILN_ERR_WRONG_DEVICE here: every path that reads
+ * `buf` works on one device; the ones that understand shards call
+ * kdev_array_check_any. */
 kiln_status kdev_array_check(const char *op, const kiln_array *a);
+/* The same checks for an ordinary or a sharded array (every shard alive). */
+kiln_status kdev_array_check_any(const char *op, const kiln_array *a);
+
+/* ---- sharded arrays (shards.c) ---- */
+/* A sharded array of the given global type over count shards, each taking a
+ * new reference to shards[i] and its block start[i]..stop[i]. The blocks
+ * must cover the global array (the caller, which knows the layout, checks).
+ * owner (may be NULL) passes to the array only on success. */
+kiln_status kdev_array_new_sharded(const char *op, kiln_dtype dtype, int rank,
+                                   const int64_t *shape, int64_t count,
+                                   kiln_array *const *shards,
+                                   const int64_t (*start)[KILN_MAX_RANK],
+                                   const int64_t (*stop)[KILN_MAX_RANK], void *owner,
+                                   void (*owner_free)(void *owner), kiln_array **out);
+/* Copies a sharded array's global value to dst (nbytes checked by the
+ * caller): each distinct block once, straight into dst where it is
+ * contiguous there. */
+kiln_status kdev_shards_to_host(const kiln_array *a, void *dst);
+/* Frees the shard list (releases the shards and the owner). */
+void kdev_shards_free(kdev_shards *s);
+
+/* A block of a row-major global array: [start[d], stop[d]) per dimension. */
+typedef struct kdev_block {
+  int64_t start[KILN_MAX_RANK], stop[KILN_MAX_RANK];
+} kdev_block;
+/* One contiguous run: nbytes at src_off in the source block's row-major
+ * storage go to dst_off in the destination block's. */
+typedef kiln_status (*kdev_run_fn)(void *user, size_t src_off, size_t dst_off, size_t nbytes);
+/* Splits the intersection of src and dst (blocks of one global array) into
+ * the fewest contiguous runs and calls fn for each (fn may be NULL: only
+ * count them). *runs (may be NULL) receives their number; an empty
+ * intersection has none. */
+kiln_status kdev_block_runs(int rank, size_t elem_size, const kdev_block *src,
+                            const kdev_block *dst, kdev_run_fn fn, void *user, int64_t *runs);
+/* The whole global array as a block. */
+void kdev_block_whole(int rank, const int64_t *shape, kdev_block *out);
+/* Fills dst (an ordinary array holding the block dst_blk of a global array)
+ * from src, ordinary or sharded, holding the whole global array: each
+ * distinct block once, from a replica on dst's device where one exists.
+ * Device to device in contiguous runs (asynchronous, ordered by the
+ * buffers' completion markers); through host memory when a piece would
+ * take too many runs on a device the host cannot address. */
+kiln_status kdev_gather(const kiln_array *src, kiln_array *dst, const kdev_block *dst_blk);
+/* Fills dst (holding dst_blk) from host data of the global array `shape`,
+ * row-major: one upload, packed first when the block is not contiguous. */
+kiln_status kdev_fill_from_host(kiln_array *dst, const kdev_block *dst_blk, const void *data,
+                                const int64_t *shape);
+/* Host-to-host: copies the intersection of the blocks between row-major
+ * buffers holding them. */
+void kdev_block_copy_host(int rank, size_t elem_size, const kdev_block *src, const void *src_data,
+                          const kdev_block *dst, void *dst_data);
 /* Moves donor's buffer to a new array of the given type (the same byte size)
  * on the same device; donor is left deleted. Donation hands an input's
  * memory to an output this way. */

@@ -4,6 +4,7 @@
 #define KILN_SRC_DIST_H
 
 #include "core/core.h"
+#include "device/device.h"
 #include "kiln/dist.h"
 
 #ifdef __cplusplus
@@ -13,6 +14,7 @@ extern "C" {
 #define KDIST_NAME_MAX 64
 
 struct kiln_mesh {
+  _Atomic int refs; /* the creator's, and one per sharding over it */
   kiln_ctx *ctx;
   int ndim;
   int64_t shape[KILN_MESH_MAX_AXES];
@@ -40,6 +42,55 @@ struct kiln_sharding {
   int axis_of[KILN_SPEC_MAX_RANK][KILN_MESH_MAX_AXES]; /* mesh axis per spec name */
   kiln_device *device; /* SINGLE */
 };
+
+/* Makes the context's jitted programs run shard_map on one thread per
+ * device of its mesh, the body compiled once per device and the collectives
+ * through the CPU rendezvous (spmd_run.c); idempotent. */
+kiln_status kdist_spmd_install(kiln_ctx *ctx);
+/* Another reference to mesh (kiln_mesh_free drops one). */
+void kdist_mesh_retain(kiln_mesh *mesh);
+/* The sharding an array carries: borrowed from the array, NULL for an
+ * ordinary single-device array. */
+const kiln_sharding *kdist_array_sharding(const kiln_array *a);
+
+/* Where a sharding puts each block of a global array of one shape. */
+typedef struct kdist_layout {
+  int64_t count; /* devices of the sharding */
+  int rank;
+  int64_t shard_shape[KILN_MAX_RANK];
+  kdev_block *blocks; /* per device, in kiln_sharding_device order */
+} kdist_layout;
+/* Fails (KILN_ERR_SHAPE naming the dimension) where the shape does not
+ * divide; the message starts with op. */
+kiln_status kdist_layout_new(const char *op, const kiln_sharding *s, int rank,
+                             const int64_t *shape, kdist_layout *out);
+void kdist_layout_free(kdist_layout *l);
+/* A sharded array of the layout's blocks (taking references to shards),
+ * carrying a copy of s. */
+kiln_status kdist_wrap_shards(const char *op, const kiln_sharding *s, const kdist_layout *l,
+                              kiln_dtype dtype, const int64_t *shape, kiln_array *const *shards,
+                              kiln_array **out);
+
+/* ---- trees of arrays (replicate.c) ---- */
+/* Maps every leaf of a tree, each of which must be an array (else
+ * KILN_ERR_TREE naming its key path); fn gets the leaf's keystr ("the root"
+ * for a bare leaf) and returns a new reference. */
+typedef kiln_status (*kdist_leaf_fn)(void *user, const char *where, kiln_array *x,
+                                     kiln_array **out);
+kiln_status kdist_map_arrays(const char *op, const kiln_tree *tree, kdist_leaf_fn fn, void *user,
+                             kiln_tree **out);
+/* The same, keeping as they are (arrays or not) the leaves whose path keep
+ * accepts. */
+typedef bool (*kdist_keep_fn)(const void *user, const kiln_path *path);
+kiln_status kdist_map_arrays_except(const char *op, const kiln_tree *tree, kdist_keep_fn keep,
+                                    const void *keep_user, kdist_leaf_fn fn, void *user,
+                                    kiln_tree **out);
+/* keystr of p, or "the root"; returns buf. */
+const char *kdist_path_name(const kiln_path *p, char *buf, size_t cap);
+/* The sharding pmap's layout uses: a one-axis mesh over the devices (NULL:
+ * all of ctx's), arrays split along axis 0. */
+kiln_status kdist_stack_sharding(const char *op, kiln_ctx *ctx, int ndevices,
+                                 kiln_device *const *devices, kiln_sharding **out);
 
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);

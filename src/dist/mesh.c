@@ -52,6 +52,7 @@ kiln_status kiln_mesh_new(kiln_ctx *ctx, int ndim, const int64_t *shape, const c
     free(m), free(devs);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_mesh_new: out of host memory");
   }
+  atomic_init(&m->refs, 1);
   m->ctx = ctx, m->ndim = ndim, m->ndevices = n, m->devices = devs;
   for (int i = 0; i < ndim; i++) {
     m->shape[i] = shape[i];
@@ -87,8 +88,12 @@ fail:
   return st;
 }
 
+void kdist_mesh_retain(kiln_mesh *mesh) {
+  if (mesh) atomic_fetch_add(&mesh->refs, 1);
+}
+
 void kiln_mesh_free(kiln_mesh *mesh) {
-  if (!mesh) return;
+  if (!mesh || atomic_fetch_sub(&mesh->refs, 1) != 1) return;
   free(mesh->devices);
   free(mesh);
 }

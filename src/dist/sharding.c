@@ -30,7 +30,7 @@ kiln_status kiln_sharding_named(kiln_mesh *mesh, const kiln_pspec *spec, kiln_sh
       tmp.axis_of[d][k] = a;
     }
   kiln_status st = sharding_alloc("kiln_sharding_named", out);
-  if (!st) **out = tmp;
+  if (!st) **out = tmp, kdist_mesh_retain(mesh);
   return st;
 }
 
@@ -38,7 +38,7 @@ kiln_status kiln_sharding_replicated(kiln_mesh *mesh, kiln_sharding **out) {
   if (out) *out = NULL;
   if (!mesh) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_sharding_replicated: mesh is null");
   kiln_status st = sharding_alloc("kiln_sharding_replicated", out);
-  if (!st) (*out)->kind = KDIST_NAMED, (*out)->mesh = mesh;
+  if (!st) (*out)->kind = KDIST_NAMED, (*out)->mesh = mesh, kdist_mesh_retain(mesh);
   return st;
 }
 
@@ -50,7 +50,50 @@ kiln_status kiln_sharding_single(kiln_device *device, kiln_sharding **out) {
   return st;
 }
 
-void kiln_sharding_free(kiln_sharding *s) { free(s); }
+void kiln_sharding_free(kiln_sharding *s) {
+  if (!s) return;
+  if (s->kind == KDIST_NAMED) kiln_mesh_free(s->mesh);
+  free(s);
+}
+
+kiln_status kiln_sharding_copy(const kiln_sharding *s, kiln_sharding **out) {
+  if (out) *out = NULL;
+  if (!s) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_sharding_copy: sharding is null");
+  kiln_status st = sharding_alloc("kiln_sharding_copy", out);
+  if (st) return st;
+  **out = *s;
+  if (s->kind == KDIST_NAMED) kdist_mesh_retain(s->mesh);
+  return KILN_OK;
+}
+
+/* The spec without its trailing Nones: P('x', None) lays out as P('x'). */
+static int spec_rank(const kiln_sharding *s) {
+  int r = s->spec.rank;
+  while (r > 0 && s->spec.dims[r - 1].naxes == 0) r--;
+  return r;
+}
+
+int kiln_sharding_equal(const kiln_sharding *a, const kiln_sharding *b) {
+  if (!a || !b) return a == b;
+  if (a->kind != b->kind) return 0;
+  if (a->kind == KDIST_SINGLE) return a->device == b->device;
+  const kiln_mesh *m = a->mesh, *n = b->mesh;
+  if (m != n) {
+    if (m->ndim != n->ndim || m->ndevices != n->ndevices) return 0;
+    for (int i = 0; i < m->ndim; i++)
+      if (m->shape[i] != n->shape[i] || strcmp(m->names[i], n->names[i])) return 0;
+    for (int64_t i = 0; i < m->ndevices; i++)
+      if (m->devices[i] != n->devices[i]) return 0;
+  }
+  int r = spec_rank(a);
+  if (r != spec_rank(b)) return 0;
+  for (int d = 0; d < r; d++) {
+    if (a->spec.dims[d].naxes != b->spec.dims[d].naxes) return 0;
+    for (int k = 0; k < a->spec.dims[d].naxes; k++)
+      if (strcmp(a->spec.dims[d].axes[k], b->spec.dims[d].axes[k])) return 0;
+  }
+  return 1;
+}
 
 int64_t kiln_sharding_device_count(const kiln_sharding *s) {
   if (!s) return 0;

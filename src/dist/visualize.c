@@ -81,3 +81,14 @@ kiln_status kiln_visualize_sharding(const kiln_sharding *s, int rank, const int6
   *text = out;
   return KILN_OK;
 }
+
+kiln_status kiln_visualize_array_sharding(const kiln_array *a, char **text) {
+  static const char op[] = "kiln_visualize_array_sharding";
+  if (text) *text = NULL;
+  kiln_sharding *s = NULL;
+  kiln_status st = text ? kiln_array_sharding(a, &s)
+                        : kcore_fail(KILN_ERR_ARGUMENT, "%s: text is null", op);
+  if (!st) st = kiln_visualize_sharding(s, a->rank, a->shape, text);
+  kiln_sharding_free(s);
+  return st;
+}

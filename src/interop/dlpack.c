@@ -56,6 +56,11 @@ static kiln_status kinterop_export_new(const char *op, kiln_array *a, int64_t st
     kiln_array_describe(a, t, sizeof t);
     return kcore_fail(KILN_ERR_DELETED, "%s: array %s has been deleted (donated or deleted)", op, t);
   }
+  if (kiln_array_is_sharded(a)) { /* a DLTensor is one buffer on one device */
+    kiln_array_describe(a, t, sizeof t);
+    return kcore_fail(KILN_ERR_WRONG_DEVICE, "%s: array %s is sharded; export one shard "
+                      "(kiln_array_shard)", op, t);
+  }
   kiln_device_info info;
   kiln_status st = kiln_device_info_get(kiln_array_device(a), &info);
   if (st) return st;

@@ -25,6 +25,7 @@ static void kir_reference_build(void) {
   kir_dot_evals(t);
   kir_control_evals(t);
   kir_rng_evals(t);
+  kir_collective_evals(t);
 }
 
 const kir_eval_table *kir_reference_evals(void) {

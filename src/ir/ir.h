@@ -132,6 +132,7 @@ typedef enum kir_family {
   KIR_FAMILY_DOT,         /* dot.c */
   KIR_FAMILY_CONTROL,     /* control.c: cond, while, scan, debug_print, host_callback */
   KIR_FAMILY_RNG,         /* rng.c */
+  KIR_FAMILY_COLLECTIVE,  /* collective.c: psum, all_gather, ..., shard_map */
   KIR_NUM_FAMILIES
 } kir_family;
 
@@ -300,6 +301,46 @@ typedef struct kir_p_scan {
   int64_t num_consts;
   bool reverse;
 } kir_p_scan;
+/* Collectives over mesh axes: axis_name is one name or several joined by
+ * commas ("data,model", the first major); axis_size is the product of their
+ * sizes, fixed at trace time (as JAX's all_gather carries it). */
+typedef struct kir_p_collective { const char *axis_name; int64_t axis_size; } kir_p_collective;
+typedef struct kir_p_all_gather {
+  int64_t all_gather_dimension;
+  const char *axis_name;
+  int64_t axis_size;
+  bool tiled;
+} kir_p_all_gather;
+typedef struct kir_p_psum_scatter {
+  const char *axis_name;
+  int64_t axis_size;
+  int64_t scatter_dimension;
+  bool tiled;
+} kir_p_psum_scatter;
+/* perm: "((0, 1), (1, 2))", (source, destination) ranks along the axes. */
+typedef struct kir_p_ppermute {
+  const char *axis_name;
+  int64_t axis_size;
+  const char *perm;
+} kir_p_ppermute;
+typedef struct kir_p_all_to_all {
+  const char *axis_name;
+  int64_t axis_size;
+  int64_t concat_axis;
+  int64_t split_axis;
+  bool tiled;
+} kir_p_all_to_all;
+/* shard_map: mesh is "data=2,model=4" (axis names and sizes, row-major);
+ * in_specs/out_specs are one partition spec per operand/result in the
+ * text form of kiln_pspec_parse, separated by " | "; jaxpr is the body over
+ * per-shard types (operands, then the values it captured, replicated). */
+typedef struct kir_p_shard_map {
+  bool check_rep;
+  const char *in_specs;
+  kir_program *jaxpr;
+  const char *mesh;
+  const char *out_specs;
+} kir_p_shard_map;
 typedef struct kir_p_debug_print { const char *fmt; /* arena */ } kir_p_debug_print;
 /* callback is an id the caller resolves (an index into its table of host
  * functions); result_avals are the callback's outputs. */
@@ -334,7 +375,13 @@ typedef struct kir_p_host_callback {
   X(WHILE, while_loop, kir_p_while)                    \
   X(SCAN, scan, kir_p_scan)                            \
   X(DEBUG_PRINT, debug_print, kir_p_debug_print)       \
-  X(HOST_CALLBACK, host_callback, kir_p_host_callback)
+  X(HOST_CALLBACK, host_callback, kir_p_host_callback) \
+  X(COLLECTIVE, collective, kir_p_collective)          \
+  X(ALL_GATHER, all_gather, kir_p_all_gather)          \
+  X(PSUM_SCATTER, psum_scatter, kir_p_psum_scatter)    \
+  X(PPERMUTE, ppermute, kir_p_ppermute)                \
+  X(ALL_TO_ALL, all_to_all, kir_p_all_to_all)          \
+  X(SHARD_MAP, shard_map, kir_p_shard_map)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -476,6 +523,14 @@ KIR_DECLARE_RULE(kir_rule_debug_print)
 KIR_DECLARE_RULE(kir_rule_host_callback)
 /* rng.c */
 KIR_DECLARE_RULE(kir_rule_threefry2x32)
+/* collective.c */
+KIR_DECLARE_RULE(kir_rule_all_reduce)
+KIR_DECLARE_RULE(kir_rule_all_gather)
+KIR_DECLARE_RULE(kir_rule_psum_scatter)
+KIR_DECLARE_RULE(kir_rule_ppermute)
+KIR_DECLARE_RULE(kir_rule_all_to_all)
+KIR_DECLARE_RULE(kir_rule_axis_index)
+KIR_DECLARE_RULE(kir_rule_shard_map)
 #undef KIR_DECLARE_RULE
 
 /* ======================================================================
@@ -697,6 +752,11 @@ void kir_reduce_evals(kir_eval_table *t);
 void kir_dot_evals(kir_eval_table *t);
 void kir_control_evals(kir_eval_table *t);
 void kir_rng_evals(kir_eval_table *t);
+/* shard_map's evaluator (collective_eval.c): runs the body for every device
+ * of the mesh in lockstep and applies its collectives across them. The
+ * collectives have no evaluator of their own: outside a shard_map body they
+ * have no devices to run over. */
+void kir_collective_evals(kir_eval_table *t);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator
@@ -728,6 +788,57 @@ void kir_remove_eqns(kir_program *p, const bool *drop);
  * newline. A malformed or unsupported format is KILN_ERR_ARGUMENT or
  * KILN_ERR_UNIMPLEMENTED naming debug_print. */
 kiln_status kir_debug_format(const char *fmt, int n, const kir_buffer *values, char **out);
+
+/* Checks that every mesh axis a collective equation e of p names is bound
+ * by an enclosing shard_map with the sizes e carries (collective.c). */
+kiln_status kir_collective_verify(const kir_program *p, const kir_eqn *e);
+/* A collective equation's axis_name (its axis_size in *size, may be NULL);
+ * NULL for any other equation. */
+const char *kir_collective_axes(const kir_eqn *e, int64_t *size);
+/* all_to_all's result (out) for one member from the blocks it received:
+ * recv holds sender s's block at s * block, each shaped like the operand
+ * (in) with split_axis divided by axis_size (collective_eval.c). */
+void kir_all_to_all_unpack(const kir_p_all_to_all *p, const kir_aval *in, const kir_aval *out,
+                           const void *recv, void *dst);
+
+/* ---- shard_map's params, parsed (collective.c) ---- */
+#define KIR_MESH_MAX_AXES 8
+#define KIR_AXIS_NAME_MAX 64
+typedef struct kir_mesh {
+  int ndim;
+  int64_t size[KIR_MESH_MAX_AXES];
+  char name[KIR_MESH_MAX_AXES][KIR_AXIS_NAME_MAX];
+  int64_t n_devices;
+} kir_mesh;
+/* One partition spec: per dimension (rank <= the value's rank; the rest
+ * replicated) the mesh axes it is split over, the first major. */
+typedef struct kir_spec {
+  int rank;
+  int n_axes[KIR_MAX_RANK];
+  int8_t axes[KIR_MAX_RANK][KIR_MESH_MAX_AXES];
+} kir_spec;
+/* "data=2,model=4" */
+kiln_status kir_mesh_parse(const char *op, const char *text, kir_mesh *out);
+/* Exactly n specs separated by " | " (see kir_p_shard_map), axes of m. */
+kiln_status kir_specs_parse(const char *op, const char *text, const kir_mesh *m, int n,
+                            kir_spec *out);
+/* A collective's axis_name ("data,model") as mesh axis indices. */
+kiln_status kir_axes_parse(const char *op, const char *text, const kir_mesh *m, int *n, int *axes);
+/* ppermute's perm for an axis group of `size`: pairs[i] = {source, dest}
+ * (at most size pairs; sources and destinations each distinct). */
+kiln_status kir_perm_parse(const char *text, int64_t size, int *npairs, int (*pairs)[2]);
+/* Product of the mesh sizes of the axes spec entry d splits over (1 past
+ * the spec's rank). */
+int64_t kir_spec_ways(const kir_spec *s, const kir_mesh *m, int d);
+/* Device d's coordinates in m (row-major). */
+void kir_mesh_coords(const kir_mesh *m, int64_t d, int64_t *coords);
+/* Copies the shard a device at `coords` holds of a value split by spec
+ * between the global buffer and the shard's (to_global: shard -> global). */
+void kir_shard_copy(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                    const kir_buffer *global, const kir_buffer *shard, bool to_global);
+/* Whether the device at coords holds the copy of a result with that spec
+ * that is written back: coordinate 0 on every axis the spec leaves out. */
+bool kir_shard_writes_back(const kir_mesh *m, const int64_t *coords, const kir_spec *spec);
 
 /* ---- helpers for the rules (rules.c) ---- */
 

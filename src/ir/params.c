@@ -52,6 +52,22 @@ static const kir_field kir_f_scan[] = {F(scan, jaxpr, PROGRAM), F(scan, length, 
 static const kir_field kir_f_debug_print[] = {F(debug_print, fmt, STRING)};
 static const kir_field kir_f_host_callback[] = {F(host_callback, callback, INT),
                                                 F(host_callback, result_avals, AVALS)};
+static const kir_field kir_f_collective[] = {F(collective, axis_name, STRING),
+                                             F(collective, axis_size, INT)};
+static const kir_field kir_f_all_gather[] = {
+    F(all_gather, all_gather_dimension, INT), F(all_gather, axis_name, STRING),
+    F(all_gather, axis_size, INT), F(all_gather, tiled, BOOL)};
+static const kir_field kir_f_psum_scatter[] = {
+    F(psum_scatter, axis_name, STRING), F(psum_scatter, axis_size, INT),
+    F(psum_scatter, scatter_dimension, INT), F(psum_scatter, tiled, BOOL)};
+static const kir_field kir_f_ppermute[] = {F(ppermute, axis_name, STRING),
+                                           F(ppermute, axis_size, INT), F(ppermute, perm, STRING)};
+static const kir_field kir_f_all_to_all[] = {
+    F(all_to_all, axis_name, STRING), F(all_to_all, axis_size, INT),
+    F(all_to_all, concat_axis, INT), F(all_to_all, split_axis, INT), F(all_to_all, tiled, BOOL)};
+static const kir_field kir_f_shard_map[] = {
+    F(shard_map, check_rep, BOOL), F(shard_map, in_specs, STRING), F(shard_map, jaxpr, PROGRAM),
+    F(shard_map, mesh, STRING), F(shard_map, out_specs, STRING)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -86,6 +102,12 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_SCAN] = KIR_FIELDS(kir_f_scan),
     [KIR_PARAMS_DEBUG_PRINT] = KIR_FIELDS(kir_f_debug_print),
     [KIR_PARAMS_HOST_CALLBACK] = KIR_FIELDS(kir_f_host_callback),
+    [KIR_PARAMS_COLLECTIVE] = KIR_FIELDS(kir_f_collective),
+    [KIR_PARAMS_ALL_GATHER] = KIR_FIELDS(kir_f_all_gather),
+    [KIR_PARAMS_PSUM_SCATTER] = KIR_FIELDS(kir_f_psum_scatter),
+    [KIR_PARAMS_PPERMUTE] = KIR_FIELDS(kir_f_ppermute),
+    [KIR_PARAMS_ALL_TO_ALL] = KIR_FIELDS(kir_f_all_to_all),
+    [KIR_PARAMS_SHARD_MAP] = KIR_FIELDS(kir_f_shard_map),
 };
 #undef KIR_FIELDS
 

@@ -624,9 +624,10 @@ static kiln_status kir_parse_sub(kir_ctx *c, kir_program **out) {
 
 /* Temporary storage a param value needs until kir_add_eqn copies it. */
 typedef struct kir_param_temps {
-  char *string;
+  char **strings; /* every string field parsed (a kind may have several) */
   kir_program **programs;
   kir_aval *avals;
+  int n_strings;
 } kir_param_temps;
 
 static kiln_status kir_parse_programs(kir_ctx *c, kir_program_list *l, kir_param_temps *tmp) {
@@ -702,8 +703,13 @@ static kiln_status kir_parse_field(kir_ctx *c, const kir_field *f, kir_params *p
       return kir_parse_float(ps, "a number or None", &x->v);
     }
     case KIR_FIELD_STRING: {
-      kiln_status st = kir_parse_string(ps, &tmp->string);
-      *PV(p, f, const char *) = tmp->string;
+      char **grown = realloc(tmp->strings, (size_t)(tmp->n_strings + 1) * sizeof *grown);
+      if (!grown) return kir_oom();
+      tmp->strings = grown;
+      char *str = NULL;
+      kiln_status st = kir_parse_string(ps, &str);
+      if (st == KILN_OK) tmp->strings[tmp->n_strings++] = str;
+      *PV(p, f, const char *) = str;
       return st;
     }
     case KIR_FIELD_PROGRAM: return kir_parse_sub(c, PV(p, f, kir_program *));
@@ -930,7 +936,8 @@ kiln_status kir_aval_parse(const char *text, kir_aval *out) {
 }
 
 static void kir_param_temps_free(kir_param_temps *t) {
-  free(t->string);
+  for (int i = 0; i < t->n_strings; i++) free(t->strings[i]);
+  free(t->strings);
   free(t->programs);
   free(t->avals);
 }
@@ -942,7 +949,7 @@ kiln_status kir_params_parse(kir_program *p, kir_prim prim, const char *text, ki
     return kcore_fail(KILN_ERR_ARGUMENT, "kir_params_parse: invalid primitive %d", (int)prim);
   kir_parser ps = {text, 0, 0};
   kir_ctx c = {&ps, p, {NULL, 0, 0}};
-  kir_param_temps tmp = {NULL, NULL, NULL};
+  kir_param_temps tmp = {NULL, NULL, NULL, 0};
   kir_params parsed;
   memset(&parsed, 0, sizeof parsed);
   kiln_status st = kir_parse_param_list(&c, prim, '\0', &parsed, &tmp);

@@ -100,6 +100,7 @@ static kiln_status kir_verify_eqn(const kir_program *p, bool *defined, int index
   }
   kiln_status st = kir_verify_subs(p, e);
   if (st == KILN_OK) st = kir_verify_types(p, e);
+  if (st == KILN_OK && info->family == KIR_FAMILY_COLLECTIVE) st = kir_collective_verify(p, e);
   for (int i = 0; st == KILN_OK && i < e->n_out; i++) {
     char what[32];
     snprintf(what, sizeof what, "output %d", i);

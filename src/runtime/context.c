@@ -48,6 +48,7 @@ void kiln_ctx_free(kiln_ctx *ctx) {
   if (live != 0)
     KRT_LOG(ctx, KILN_LOG_WARN, "kiln_ctx_free: %lld array(s) still alive; their buffers are lost",
             (long long)live);
+  if (ctx->spmd_free) ctx->spmd_free(ctx->spmd_state);
   krt_ctx_kcache_free(ctx);
   if (ctx->be.close) ctx->be.close(&ctx->be);
   kcore_config_free(&ctx->config);

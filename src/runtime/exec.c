@@ -7,7 +7,9 @@
 #include "runtime/runtime.h"
 
 void krt_reference_env(const kiln_compiled *c, kir_eval_env *env) {
-  kir_eval_env_init(env, kir_reference_evals());
+  const kir_eval_table *spmd = c->p.ctx ? atomic_load(&c->p.ctx->spmd_evals) : NULL;
+  bool reference = c->p.ctx && c->p.ctx->config.opts.executor == KILN_EXECUTOR_REFERENCE;
+  kir_eval_env_init(env, spmd && !reference ? spmd : kir_reference_evals());
   env->host_call = krt_host_call;
   env->host_user = c->p.hosts;
 }

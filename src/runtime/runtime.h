@@ -18,6 +18,12 @@ struct kiln_ctx {
   kcore_config config;
   kdev_backend be;             /* the opened backend: its devices and their ops */
   struct krt_kcache_slot *kcache; /* the kernel cache, opened on first use */
+  /* Evaluators that run shard_map across the context's devices, installed
+   * once by src/dist with their state (NULL: the reference executor's
+   * lockstep ones); spmd_free releases the state before the backend closes. */
+  _Atomic(const kir_eval_table *) spmd_evals;
+  void *spmd_state;
+  void (*spmd_free)(void *state);
 };
 
 /* Logs through the context's level. */

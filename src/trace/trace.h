@@ -31,6 +31,13 @@ typedef struct ktr_capture {
   kir_vid inner; /* the sub-program's invar standing for it */
 } ktr_capture;
 
+/* Mesh axes a shard_map binds while its body is traced: collectives look
+ * their names up through the frames of the trace and its parents. */
+typedef struct ktr_axis_frame {
+  const kir_mesh *mesh;
+  const struct ktr_axis_frame *prev;
+} ktr_axis_frame;
+
 /* A host function registered by kiln_host_callback; the id in the IR
  * indexes the root trace's table. */
 typedef struct ktr_host_fn {
@@ -55,6 +62,7 @@ struct kiln_trace {
   int n_captures, cap_captures;
   ktr_host_table *hosts; /* the root's table, shared by sub-traces */
   int depth;             /* calls nested through kiln_call (recursion guard) */
+  const ktr_axis_frame *axes; /* axes bound around values traced here (collective.c) */
 };
 
 struct kiln_func {
@@ -138,6 +146,13 @@ kiln_val *ktr_np_sum(kiln_trace *t, const char *op, kiln_val *x, const bool redu
 kiln_val *ktr_np_inexact(kiln_trace *t, const char *op, kiln_val *x, kiln_dtype *result);
 /* A scalar of x's dtype (strong). */
 kiln_val *ktr_np_like(kiln_trace *t, kiln_val *x, double v);
+
+/* ---- mesh axes (collective.c) ---- */
+/* The axes named by `names` ("data", "data,model", "(data, model)") as bound
+ * around t: their sizes' product in *size and the names normalised to
+ * "data,model" in buf. An unbound name fails naming it and the bound ones. */
+kiln_status ktr_axes_lookup(kiln_trace *t, const char *op, const char *names, char *buf,
+                            size_t cap, int64_t *size);
 
 /* ---- traced functions ---- */
 /* Traces f over a tree whose leaves are values of t: the output tree with its

@@ -12,9 +12,11 @@
 kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b);
 
 /* ==== executables (exec.c) ==== */
-/* The backend's state: the host compiler and threads, made on first use. */
+/* The backend's state: the host compiler and one thread pool per device
+ * (sized by its info.multiprocessors, its share of the cores), made on
+ * first use, so that devices run their programs side by side. */
 typedef struct kcpu_state kcpu_state;
-kiln_status kcpu_state_new(int threads, kcpu_state **out);
+kiln_status kcpu_state_new(const kdev_backend *b, kcpu_state **out);
 void kcpu_state_free(kcpu_state *s);
 /* The C target's executables, run on host views (run_host). */
 extern const kdev_exec_ops kcpu_exec_ops;

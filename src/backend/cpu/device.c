@@ -1,6 +1,8 @@
 /* Virtual CPU devices: each a separate memory space as far as the API can
  * tell, with an optional byte limit so that running out of device memory
  * behaves (and is tested) as on a GPU. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,19 +107,31 @@ static uint64_t kcpu_host_memory(void) {
   return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-static void kcpu_fill_info(kiln_device *dev, int index, uint64_t limit) {
+/* The cores this process may run on (its affinity mask, else all online). */
+static int kcpu_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? (int)cores : 1;
+}
+
+/* Device index of n gets its share of the cores for its own worker pool
+ * (the first cores % n devices one more), at least one: n devices never run
+ * more threads than max(cores, n). */
+static void kcpu_fill_info(kiln_device *dev, int index, int n, int cores, uint64_t limit) {
   kiln_device_info *info = &dev->info;
   info->index = index;
   info->platform = KILN_BACKEND_CPU;
   snprintf(info->name, sizeof info->name, "cpu:%d", index);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  info->multiprocessors = cores > 0 ? (int)cores : 1;
+  int share = cores / n + (index < cores % n);
+  info->multiprocessors = share > 0 ? share : 1;
   info->total_memory = limit ? limit : kcpu_host_memory();
 }
 
 kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   int n = config->opts.num_cpu_devices;
   uint64_t limit = config->opts.cpu_device_memory;
+  int cores = kcpu_cores();
   kiln_device *devs = calloc((size_t)n, sizeof *devs);
   if (!devs) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
   for (int i = 0; i < n; i++) {
@@ -131,7 +145,7 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
     d->limit = limit;
     devs[i].impl = d;
     devs[i].ops = &kcpu_ops;
-    kcpu_fill_info(&devs[i], i, limit);
+    kcpu_fill_info(&devs[i], i, n, cores, limit);
   }
   b->devices = devs;
   b->num_devices = n;
@@ -139,7 +153,7 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   b->close = kcpu_backend_close;
   b->exec = &kcpu_exec_ops;
   kcpu_state *state = NULL;
-  kiln_status st = kcpu_state_new(n > 0 ? devs[0].info.multiprocessors : 1, &state);
+  kiln_status st = kcpu_state_new(b, &state);
   b->state = state;
   if (st) kcpu_backend_close(b);
   return st;

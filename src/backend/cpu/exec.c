@@ -1,6 +1,6 @@
 /* The CPU backend's executables (the C target): the fusion plan's LOOP,
  * REDUCE and ROW groups become C kernels compiled by the host compiler
- * (through the kernel cache) and split across the backend's threads; DOT and
+ * (through the kernel cache) and split across the device's threads; DOT and
  * OPAQUE groups, and any group the emitter declines, run on the reference
  * evaluators. Executables run on host views the runtime prepares (run_host):
  * CPU device memory is host memory. */
@@ -21,9 +21,10 @@ struct kcpu_state {
   pthread_mutex_t mu;
   bool tried;
   kiln_status status; /* why the C target is unavailable */
-  int threads;        /* the devices' cores */
+  int n_devices;
+  int *threads;       /* per device: its share of the cores */
   kcpu_cc *cc;
-  kcpu_pool *pool;
+  kcpu_pool **pools;  /* per device */
 };
 
 typedef struct kcpu_step {
@@ -44,18 +45,31 @@ struct kdev_exec {
   kcpu_pool *pool;
 };
 
-kiln_status kcpu_state_new(int threads, kcpu_state **out) {
+kiln_status kcpu_state_new(const kdev_backend *b, kcpu_state **out) {
   kcpu_state *s = calloc(1, sizeof *s);
-  if (!s) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
+  int n = b->num_devices > 0 ? b->num_devices : 1;
+  if (s) s->threads = calloc((size_t)n, sizeof *s->threads);
+  if (s && s->threads) s->pools = calloc((size_t)n, sizeof *s->pools);
+  if (!s || !s->pools) {
+    if (s) free(s->threads);
+    free(s);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_ctx_new: out of host memory");
+  }
   pthread_mutex_init(&s->mu, NULL);
-  s->threads = threads > 0 ? threads : 1;
+  s->n_devices = n;
+  for (int i = 0; i < n; i++) {
+    int t = i < b->num_devices ? b->devices[i].info.multiprocessors : 1;
+    s->threads[i] = t > 0 ? t : 1;
+  }
   *out = s;
   return KILN_OK;
 }
 
 void kcpu_state_free(kcpu_state *s) {
   if (!s) return;
-  kcpu_pool_free(s->pool);
+  for (int i = 0; i < s->n_devices; i++) kcpu_pool_free(s->pools[i]);
+  free(s->pools);
+  free(s->threads);
   kcpu_cc_free(s->cc);
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -68,7 +82,8 @@ static kiln_status kcpu_state_ready(kcpu_state *s, const kcore_config *config) {
     s->tried = true;
     const kiln_options *o = &config->opts;
     s->status = kcpu_cc_new(o->dump_dir, o->log_level, &s->cc);
-    if (!s->status) s->status = kcpu_pool_new(s->threads, &s->pool);
+    for (int i = 0; !s->status && i < s->n_devices; i++)
+      s->status = kcpu_pool_new(s->threads[i], &s->pools[i]);
     if (s->status)
       kcore_log(o->log_level, KILN_LOG_INFO,
                 "fused C kernels unavailable, using the reference executor: %s",
@@ -140,7 +155,7 @@ static kiln_status kcpu_exec_build(kiln_device *dev, const kdev_build *b, kdev_e
   if (!x) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory");
   x->prog = b->prog;
   x->env = *b->env;
-  x->pool = s->pool;
+  x->pool = s->pools[dev->index];
   kfuse_options fo;
   kfuse_options_default(&fo);
   fo.fuse = b->config->opts.executor != KILN_EXECUTOR_UNFUSED; /* one kernel per primitive */

@@ -1,0 +1,511 @@
+/* Running a shard_map on the CPU virtual devices: one thread per device of
+ * the mesh, each running the body on its own shards through its own
+ * executable (the body compiled once per device and cached by its text; the
+ * kernel cache shares the kernels), the collectives being OPAQUE steps that
+ * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
+ * reductions, a timeout, failure spread to every member). Bodies with
+ * effects run on the reference evaluators, still one thread per device. A
+ * device that fails reports it to every group it belongs to, so no member
+ * waits for it; the call returns the first device's own error. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/cpu_backend.h"
+#include "dist/dist.h"
+#include "runtime/runtime.h"
+
+/* The groups of one axis set: n_groups groups of `size` members. */
+typedef struct axis_groups {
+  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
+  int na, ax[KIR_MESH_MAX_AXES];
+  int64_t size, n_groups;
+  kcpu_coll_group **g;
+} axis_groups;
+
+typedef struct spmd_run {
+  kir_mesh m;
+  int64_t n;
+  int n_sets;
+  axis_groups *sets;
+} spmd_run;
+
+typedef struct device_run device_run;
+
+/* What a device's evaluators see as env->user: the call it takes part in
+ * (a cached executable keeps its env, so the slot outlives the call). */
+typedef struct device_slot {
+  device_run *cur;
+} device_slot;
+
+struct device_run {
+  spmd_run *run;
+  int64_t d;
+  int64_t coord[KIR_MESH_MAX_AXES];
+  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
+  device_slot own;  /* the slot when no cached executable runs the body */
+  const kir_program *body;
+  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
+  const kdev_exec_ops *ops;
+  kir_buffer *in, *out;
+  kiln_status st;
+  char msg[1024];
+};
+
+/* A body compiled once per device (the kernel cache shares the kernels),
+ * found again by its text; the executables' envs point at `slots`. */
+typedef struct body_entry {
+  char *text;
+  kir_program *prog; /* the shard_map alone, parsed back from text: owns the body */
+  int64_t n;
+  kdev_exec **x;
+  device_slot *slots;
+  pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots */
+  struct body_entry *next;
+} body_entry;
+
+typedef struct spmd_state {
+  kir_eval_table table; /* the reference evaluators with shard_map on threads; ctx = this */
+  kiln_ctx *ctx;
+  pthread_mutex_t mu; /* guards entries */
+  body_entry *entries;
+} spmd_state;
+
+/* ---- groups ---- */
+
+/* The axes a collective runs over, as indices; ppermute numbers its ranks
+ * in mesh order (as JAX), the others in the order named. */
+static kiln_status coll_axis_list(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
+  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), kir_collective_axes(e, NULL), m, na, ax);
+  for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
+    for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
+      int t = ax[k];
+      ax[k] = ax[k - 1], ax[k - 1] = t;
+    }
+  return st;
+}
+
+static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
+  for (int i = 0; i < r->n_sets; i++)
+    if (r->sets[i].na == na && !memcmp(r->sets[i].ax, ax, (size_t)na * sizeof *ax)) return &r->sets[i];
+  return NULL;
+}
+
+static kiln_status add_set(spmd_run *r, int na, const int *ax) {
+  if (find_set(r, na, ax)) return KILN_OK;
+  axis_groups *grown = realloc(r->sets, (size_t)(r->n_sets + 1) * sizeof *grown);
+  if (!grown) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  r->sets = grown;
+  axis_groups *s = &r->sets[r->n_sets];
+  memset(s, 0, sizeof *s);
+  s->na = na, s->size = 1;
+  memcpy(s->ax, ax, (size_t)na * sizeof *ax);
+  for (int k = 0; k < na; k++) {
+    s->size *= r->m.size[ax[k]];
+    size_t len = strlen(s->axes);
+    snprintf(s->axes + len, sizeof s->axes - len, "%s%s", k ? "," : "", r->m.name[ax[k]]);
+  }
+  s->n_groups = r->n / s->size;
+  if (!(s->g = calloc((size_t)s->n_groups, sizeof *s->g)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  r->n_sets++;
+  for (int64_t i = 0; i < s->n_groups; i++) {
+    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, KCPU_COLL_DEFAULT_TIMEOUT_S, &s->g[i]);
+    if (st) return st;
+  }
+  return KILN_OK;
+}
+
+typedef struct scan_state {
+  spmd_run *r;
+  kiln_status st;
+} scan_state;
+
+static void scan_program(kir_program *p, void *user) {
+  scan_state *s = user;
+  for (int i = 0; i < p->n_eqns && !s->st; i++) {
+    const kir_eqn *e = &p->eqns[i];
+    int na, ax[KIR_MESH_MAX_AXES];
+    if (kir_collective_axes(e, NULL) && e->prim != KIR_PRIM_AXIS_INDEX) {
+      s->st = coll_axis_list(&s->r->m, e, &na, ax);
+      if (!s->st) s->st = add_set(s->r, na, ax);
+    }
+    kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, scan_program, user);
+  }
+}
+
+/* Device d's group along a set and its rank in it. */
+static kcpu_coll_group *group_of(const device_run *dr, const axis_groups *s, int *rank) {
+  int64_t gi = 0, r = 0;
+  bool in_set[KIR_MESH_MAX_AXES] = {false};
+  for (int k = 0; k < s->na; k++) in_set[s->ax[k]] = true, r = r * dr->run->m.size[s->ax[k]] + dr->coord[s->ax[k]];
+  for (int a = 0; a < dr->run->m.ndim; a++)
+    if (!in_set[a]) gi = gi * dr->run->m.size[a] + dr->coord[a];
+  *rank = (int)r;
+  return s->g[gi];
+}
+
+/* ---- the collectives of one device ---- */
+
+static int64_t prod(const int64_t *v, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= v[i];
+  return p;
+}
+
+/* Moves block r of dimension dim to the front: [outer][n][block] ->
+ * [n][outer][block] (back = the inverse). */
+static void blocks_to_front(const char *src, char *dst, int64_t outer, int64_t n, size_t block,
+                            bool back) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t r = 0; r < n; r++) {
+      size_t a = (size_t)(o * n + r) * block, b = (size_t)(r * outer + o) * block;
+      memcpy(dst + (back ? a : b), src + (back ? b : a), block);
+    }
+}
+
+static kiln_status device_collective(const device_run *dr, const kir_eqn *e, const kir_buffer *in,
+                                     kir_buffer *out) {
+  int na, ax[KIR_MESH_MAX_AXES], rank;
+  kiln_status st = coll_axis_list(&dr->run->m, e, &na, ax);
+  axis_groups *set = st ? NULL : find_set(dr->run, na, ax);
+  if (e->prim == KIR_PRIM_AXIS_INDEX) {
+    int64_t r = 0;
+    for (int k = 0; !st && k < na; k++) r = r * dr->run->m.size[ax[k]] + dr->coord[ax[k]];
+    int32_t v = (int32_t)r;
+    if (!st) memcpy(out[0].data, &v, sizeof v);
+    return st;
+  }
+  if (st) return st;
+  if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
+  kcpu_coll_group *g = group_of(dr, set, &rank);
+  const kir_aval *a = &in[0].aval;
+  kiln_dtype dt = a->dtype;
+  int64_t n = set->size, count = kir_aval_size(a);
+  size_t es = kiln_dtype_size(dt);
+  /* 16-bit floats travel as float32: XLA reduces them in float32 too. */
+  bool widen = (dt == KILN_F16 || dt == KILN_BF16) && e->prim != KIR_PRIM_ALL_GATHER &&
+               e->prim != KIR_PRIM_PPERMUTE && e->prim != KIR_PRIM_ALL_TO_ALL;
+  int64_t out_count = kir_aval_size(&out[0].aval);
+  char *src = in[0].data, *tmp = NULL, *wide_out = NULL;
+  size_t tmp_bytes = (size_t)(count > out_count * n ? count : out_count * n) * (widen ? 4 : es) + 1;
+  if (!(tmp = malloc(tmp_bytes)) || !(wide_out = malloc(tmp_bytes)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
+  if (!st && widen) {
+    for (int64_t i = 0; i < count; i++) {
+      float f = (float)kir_scalar_load(dt, src + (size_t)i * es).f;
+      memcpy(tmp + (size_t)i * 4, &f, 4);
+    }
+    src = tmp, tmp = malloc(tmp_bytes), dt = KILN_F32, es = 4;
+    if (!tmp) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
+  }
+  char *dst = widen ? wide_out : out[0].data;
+  switch (st ? KIR_NUM_PRIMS : e->prim) {
+    case KIR_PRIM_PSUM:
+    case KIR_PRIM_PMAX:
+    case KIR_PRIM_PMIN:
+      st = kcpu_coll_all_reduce(g, rank, dt, count, src, dst,
+                                e->prim == KIR_PRIM_PSUM ? KCPU_COLL_SUM
+                                : e->prim == KIR_PRIM_PMAX ? KCPU_COLL_MAX : KCPU_COLL_MIN);
+      break;
+    case KIR_PRIM_ALL_GATHER: {
+      int dim = (int)e->params.all_gather.all_gather_dimension;
+      st = kcpu_coll_all_gather(g, rank, dt, count, src, tmp);
+      if (!st) blocks_to_front(tmp, dst, prod(a->shape, 0, dim), n,
+                               (size_t)prod(a->shape, dim, a->rank) * es, true);
+      break;
+    }
+    case KIR_PRIM_PSUM_SCATTER: {
+      int dim = (int)e->params.psum_scatter.scatter_dimension;
+      blocks_to_front(src, tmp, prod(a->shape, 0, dim), n,
+                      (size_t)(a->shape[dim] / n * prod(a->shape, dim + 1, a->rank)) * es, false);
+      st = kcpu_coll_reduce_scatter(g, rank, dt, count, tmp, dst);
+      break;
+    }
+    case KIR_PRIM_PPERMUTE: {
+      int npairs;
+      int(*pairs)[2] = malloc((size_t)n * sizeof *pairs);
+      st = pairs ? kir_perm_parse(e->params.ppermute.perm, n, &npairs, pairs)
+                 : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "ppermute: out of host memory");
+      if (!st) st = kcpu_coll_ppermute(g, rank, dt, count, src, dst, npairs, (const int(*)[2])pairs);
+      free(pairs);
+      break;
+    }
+    case KIR_PRIM_ALL_TO_ALL: {
+      const kir_p_all_to_all *p = &e->params.all_to_all;
+      int sa = (int)p->split_axis;
+      /* chunk j (split_axis block j) goes to rank j */
+      blocks_to_front(src, tmp, prod(a->shape, 0, sa), n,
+                      (size_t)(a->shape[sa] / n * prod(a->shape, sa + 1, a->rank)) * es, false);
+      st = kcpu_coll_all_to_all(g, rank, dt, count, tmp, wide_out);
+      if (!st) kir_all_to_all_unpack(p, a, &out[0].aval, wide_out, out[0].data);
+      break;
+    }
+    case KIR_NUM_PRIMS: break;
+    default:
+      st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: not a collective", kir_prim_name(e->prim));
+  }
+  if (!st && widen)
+    for (int64_t i = 0; i < out_count; i++) {
+      float f;
+      memcpy(&f, wide_out + (size_t)i * 4, 4);
+      kir_scalar_store(out[0].aval.dtype, kir_scalar_f(f), (char *)out[0].data + (size_t)i * kiln_dtype_size(out[0].aval.dtype));
+    }
+  if (widen) free(src);
+  free(tmp);
+  free(wide_out);
+  return st;
+}
+
+static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  const device_slot *slot = env->user;
+  return device_collective(slot->cur, e, in, out);
+}
+
+/* ---- one thread per device ---- */
+
+static kir_eval_table device_table;
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx);
+
+static void device_table_build(void) {
+  device_table = *kir_reference_evals();
+  for (int p = 0; p < KIR_NUM_PRIMS; p++)
+    if (kir_prim_get((kir_prim)p)->family == KIR_FAMILY_COLLECTIVE && p != KIR_PRIM_SHARD_MAP)
+      device_table.fn[p] = eval_device_collective;
+  /* A shard_map nested in a body runs in lockstep inside its device. */
+  device_table.fn[KIR_PRIM_SHARD_MAP] = kir_reference_evals()->fn[KIR_PRIM_SHARD_MAP];
+}
+
+/* Tells every group the device is part of that it will not arrive. */
+static void device_abandon(device_run *dr, const char *why) {
+  for (int i = 0; i < dr->run->n_sets; i++) {
+    int rank;
+    kcpu_coll_group *g = group_of(dr, &dr->run->sets[i], &rank);
+    kcpu_coll_fail(g, rank, "shard_map", why);
+  }
+}
+
+static void *device_main(void *arg) {
+  device_run *dr = arg;
+  dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out)
+                 : kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
+  if (dr->st) {
+    snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
+    device_abandon(dr, dr->msg);
+  }
+  return NULL;
+}
+
+/* ---- the per-device executables, cached by body text ---- */
+
+static void entry_free(const kiln_ctx *ctx, body_entry *b) {
+  for (int64_t d = 0; b->x && d < b->n; d++)
+    if (b->x[d]) ctx->be.exec->free(b->x[d]);
+  kir_program_free(b->prog);
+  pthread_mutex_destroy(&b->run_mu);
+  free(b->x), free(b->slots), free(b->text), free(b);
+}
+
+static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_entry **out) {
+  kiln_ctx *ctx = s->ctx;
+  body_entry *b = calloc(1, sizeof *b);
+  kcache *cache = NULL;
+  kiln_status st = b ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  if (!st) {
+    pthread_mutex_init(&b->run_mu, NULL);
+    b->n = n;
+    b->text = kcore_strdup(text);
+    b->x = calloc((size_t)n, sizeof *b->x);
+    b->slots = calloc((size_t)n, sizeof *b->slots);
+    if (!b->text || !b->x || !b->slots)
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  }
+  if (!st) st = kir_parse(text, &b->prog);
+  if (!st) st = krt_ctx_kcache(ctx, &cache);
+  const kir_program *body = st ? NULL : b->prog->eqns[0].params.shard_map.jaxpr;
+  for (int64_t d = 0; !st && d < n; d++) {
+    kir_eval_env env;
+    kir_eval_env_init(&env, &device_table);
+    env.user = &b->slots[d];
+    kdev_build build = {.name = "shard_map body", .prog = body, .env = &env, .cache = cache,
+                        .config = &ctx->config};
+    st = ctx->be.exec->build(&ctx->be.devices[d], &build, &b->x[d]);
+  }
+  if (st) {
+    if (b) entry_free(ctx, b);
+    return kcore_fail_wrap(st, "compiling a shard_map body");
+  }
+  *out = b;
+  return KILN_OK;
+}
+
+/* The body's cached executables (NULL: run it on the reference
+ * evaluators: it has effects, or the backend builds none). */
+/* The shard_map equation alone as a program's text: the copy it parses
+ * back to owns a body whose collectives are bound (and verified). */
+static char *wrapper_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out,
+                          const char *body) {
+  const kir_p_shard_map *p = &e->params.shard_map;
+  size_t cap = strlen(body) + strlen(p->in_specs) + strlen(p->out_specs) + strlen(p->mesh) +
+               (size_t)(e->n_in + e->n_out) * (KIR_AVAL_STR_CAP + 16) + 256;
+  char *t = malloc(cap), a[KIR_AVAL_STR_CAP];
+  if (!t) return NULL;
+  size_t n = (size_t)snprintf(t, cap, "{ lambda ; ");
+  for (int k = 0; k < e->n_in; k++)
+    n += (size_t)snprintf(t + n, cap - n, "%sx%d:%s", k ? " " : "", k, kir_aval_str(&in[k].aval, a, sizeof a));
+  n += (size_t)snprintf(t + n, cap - n, ". let ");
+  for (int k = 0; k < e->n_out; k++)
+    n += (size_t)snprintf(t + n, cap - n, "y%d:%s ", k, kir_aval_str(&out[k].aval, a, sizeof a));
+  n += (size_t)snprintf(t + n, cap - n, "= shard_map[check_rep=False in_specs=\"%s\" jaxpr=%s "
+                        "mesh=\"%s\" out_specs=\"%s\"]", p->in_specs, body, p->mesh, p->out_specs);
+  for (int k = 0; k < e->n_in; k++) n += (size_t)snprintf(t + n, cap - n, " x%d", k);
+  n += (size_t)snprintf(t + n, cap - n, " in (");
+  for (int k = 0; k < e->n_out; k++) n += (size_t)snprintf(t + n, cap - n, "%sy%d", k ? ", " : "", k);
+  snprintf(t + n, cap - n, "%s) }", e->n_out == 1 ? "," : "");
+  return t;
+}
+
+static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *in,
+                             const kir_buffer *out, int64_t n, body_entry **found) {
+  const kir_program *body = e->params.shard_map.jaxpr;
+  *found = NULL;
+  if (!s || !s->ctx->be.exec || kir_program_has_effect(body) || n > s->ctx->be.num_devices)
+    return KILN_OK;
+  char *body_text = NULL, *text = NULL;
+  kiln_status st = kir_print(body, &body_text);
+  if (!st && !(text = wrapper_text(e, in, out, body_text)))
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  free(body_text);
+  if (st) return st;
+  pthread_mutex_lock(&s->mu);
+  body_entry *b = s->entries;
+  while (b && (b->n != n || strcmp(b->text, text))) b = b->next;
+  if (!b && !(st = entry_build(s, text, n, &b))) {
+    b->next = s->entries;
+    s->entries = b;
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(text);
+  if (!st && b->x[0]) *found = b;
+  return st;
+}
+
+static void state_free(void *p) {
+  spmd_state *s = p;
+  while (s->entries) {
+    body_entry *next = s->entries->next;
+    entry_free(s->ctx, s->entries);
+    s->entries = next;
+  }
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+static void run_free(spmd_run *r) {
+  for (int i = 0; i < r->n_sets; i++) {
+    for (int64_t k = 0; r->sets[i].g && k < r->sets[i].n_groups; k++)
+      kcpu_coll_group_free(r->sets[i].g[k]);
+    free(r->sets[i].g);
+  }
+  free(r->sets);
+}
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  const kir_p_shard_map *p = &e->params.shard_map;
+  const kir_program *body = p->jaxpr;
+  spmd_run run = {0};
+  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &run.m);
+  if (st) return st;
+  run.n = run.m.n_devices;
+  size_t nio = (size_t)(body->n_invars + body->n_outvars);
+  device_run *devs = calloc((size_t)run.n, sizeof *devs);
+  kir_buffer *bufs = calloc((size_t)run.n * nio + 1, sizeof *bufs);
+  kir_spec *specs = calloc(nio + 1, sizeof *specs);
+  pthread_t *threads = calloc((size_t)run.n, sizeof *threads);
+  if (!devs || !bufs || !specs || !threads)
+    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &run.m, body->n_invars, specs);
+  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &run.m, body->n_outvars, specs + body->n_invars);
+  scan_state scan = {&run, KILN_OK};
+  if (!st) scan_program((kir_program *)body, &scan);
+  if (!st) st = scan.st;
+  pthread_once(&device_once, device_table_build);
+  body_entry *entry = NULL;
+  if (!st) st = entry_get(env->user, e, in, out, run.n, &entry);
+  if (entry) pthread_mutex_lock(&entry->run_mu);
+  for (int64_t d = 0; !st && d < run.n; d++) {
+    device_run *dr = &devs[d];
+    dr->run = &run, dr->d = d, dr->body = body, dr->env = *env;
+    dr->own.cur = dr;
+    dr->env.table = &device_table, dr->env.user = &dr->own;
+    if (entry) {
+      dr->x = entry->x[d], dr->ops = ((spmd_state *)env->user)->ctx->be.exec;
+      entry->slots[d].cur = dr;
+    }
+    dr->in = bufs + (size_t)d * nio, dr->out = dr->in + body->n_invars;
+    kir_mesh_coords(&run.m, d, dr->coord);
+    for (size_t k = 0; !st && k < nio; k++) {
+      kir_vid v = k < (size_t)body->n_invars ? body->invars[k] : body->outvars[k - body->n_invars];
+      kir_buffer *b = &dr->in[k];
+      b->aval = *kir_var_aval(body, v);
+      b->nbytes = (size_t)kir_aval_size(&b->aval) * kiln_dtype_size(b->aval.dtype);
+      if (!(b->data = malloc(b->nbytes + 1)))
+        st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+      else if (k < (size_t)body->n_invars)
+        kir_shard_copy(&run.m, dr->coord, &specs[k], &in[k], b, false);
+    }
+  }
+  int64_t started = 0;
+  for (; !st && started < run.n; started++)
+    if (pthread_create(&threads[started], NULL, device_main, &devs[started])) {
+      st = kcore_fail(KILN_ERR_INTERNAL, "shard_map: cannot start the thread of device %lld",
+                      (long long)started);
+      device_abandon(&devs[started], "its thread did not start");
+    }
+  for (int64_t d = 0; d < started; d++) pthread_join(threads[d], NULL);
+  if (entry) pthread_mutex_unlock(&entry->run_mu);
+  /* The first device that failed on its own (not because another did). */
+  for (int pass = 0; !st && pass < 2; pass++)
+    for (int64_t d = 0; !st && d < started; d++)
+      if (devs[d].st && (pass || devs[d].st != KILN_ERR_COLLECTIVE))
+        st = kcore_fail(devs[d].st, "shard_map over %s: %s", p->mesh, devs[d].msg);
+  for (int k = 0; !st && k < body->n_outvars; k++)
+    for (int64_t d = 0; d < run.n; d++)
+      if (kir_shard_writes_back(&run.m, devs[d].coord, &specs[body->n_invars + k]))
+        kir_shard_copy(&run.m, devs[d].coord, &specs[body->n_invars + k], &out[k],
+                       &devs[d].out[k], true);
+  for (size_t k = 0; bufs && k < (size_t)run.n * nio; k++) free(bufs[k].data);
+  run_free(&run);
+  free(devs), free(bufs), free(specs), free(threads);
+  return st;
+}
+
+kiln_status kdist_spmd_install(kiln_ctx *ctx) {
+  static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER; /* guards the install only */
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&once);
+  if (!ctx->spmd_state) {
+    spmd_state *s = calloc(1, sizeof *s);
+    if (!s) {
+      st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
+    } else {
+      s->table = *kir_reference_evals();
+      s->table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;
+      s->table.ctx = s;
+      s->ctx = ctx;
+      pthread_mutex_init(&s->mu, NULL);
+      ctx->spmd_state = s;
+      ctx->spmd_free = state_free;
+      atomic_store(&ctx->spmd_evals, &s->table);
+    }
+  }
+  pthread_mutex_unlock(&once);
+  return st;
+}
