@@ -1,6 +1,7 @@
-/* train: the main job on one device. Trains an MLP on Fashion-MNIST (or any
- * MNIST-format directory) with adam; writes metrics.jsonl and a checkpoint
- * per epoch into the out dir; --resume continues from the checkpoint.
+/* train: the main job, on one device or data-parallel (--devices N).
+ * Trains an MLP on Fashion-MNIST (or any MNIST-format directory) with adam;
+ * writes metrics.jsonl and a checkpoint per epoch into the out dir; --resume
+ * continues from the checkpoint.
  *
  *   ./train --epochs 10 --out train-out
  *   python3 examples/train/plot.py train-out/metrics.jsonl train-out/curves.png
@@ -27,6 +28,8 @@ static void usage(FILE *f) {
           "  --max-steps N     stop at global step N\n"
           "  --log-every N     a metrics line every N steps (default %lld)\n"
           "  --resume          continue from DIR/checkpoint.safetensors\n"
+          "  --devices N       data-parallel over N devices (CPU: N virtual devices;\n"
+          "                    the batch size must be a multiple of N; default 1)\n"
           "  --quiet           no progress output\n",
           d.data_dir, d.out_dir, d.epochs, (long long)d.batch_size, d.learning_rate, d.seed,
           (long long)d.log_every);
@@ -85,6 +88,8 @@ int main(int argc, char **argv) {
       bad = parse_int(v, 1, 1LL << 50, &n), c.max_steps = n;
     else if (!strcmp(a, "--log-every"))
       bad = parse_int(v, 1, 1LL << 50, &n), c.log_every = n;
+    else if (!strcmp(a, "--devices"))
+      bad = parse_int(v, 1, 1024, &n), c.devices = (int)n;
     else if (!strcmp(a, "--hidden"))
       bad = parse_hidden(v, &c);
     else if (!strcmp(a, "--lr")) {

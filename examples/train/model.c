@@ -83,9 +83,17 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   /* ((loss, (accuracy,)), grads) */
   const kiln_tree *value = kiln_tree_child(out, 0);
   kiln_val *loss = kiln_arg(value, 0), *acc = kiln_arg(kiln_tree_child(value, 1), 0);
+  const kiln_tree *grads = kiln_tree_child(out, 1);
+  kiln_tree *mean_grads = NULL;
+  if (m->axis) { /* data-parallel: every device applies the same averaged update */
+    grads = mean_grads = kiln_pmean_tree(t, grads, m->axis);
+    loss = kiln_pmean(t, loss, m->axis);
+    acc = kiln_pmean(t, acc, m->axis);
+  }
   kiln_tree *new_state = NULL;
   kiln_tree *updates =
-      kiln_optim_update(t, &m->opt, kiln_tree_child(out, 1), state, params, &new_state);
+      grads ? kiln_optim_update(t, &m->opt, grads, state, params, &new_state) : NULL;
+  kiln_tree_free(mean_grads);
   kiln_tree *new_params = updates ? kiln_apply_updates(t, params, updates) : NULL;
   kiln_tree_free(updates);
   kiln_tree_free(out);

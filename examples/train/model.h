@@ -10,6 +10,9 @@ typedef struct model {
   int n_layers;                        /* dense layers */
   int64_t width[MODEL_MAX_LAYERS + 1]; /* width[0] inputs ... width[n_layers] classes */
   kiln_optimizer opt;
+  /* Set (dp.c): the step runs per device inside a shard_map and averages
+   * its gradients, loss and accuracy with pmean over this mesh axis. */
+  const char *axis;
   kiln_func *init_f, *loss_f, *vg_f, *step_f, *eval_f, *split_f;
   /* init(key) -> (params, opt_state)
    * step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state, loss, accuracy),

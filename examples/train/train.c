@@ -1,6 +1,8 @@
 /* The training loop: data, keys, jitted steps, evaluation, checkpoints and
- * metrics. One device (the context's first); the data-parallel version
- * replaces the step's inputs with replicated params and sharded batches. */
+ * metrics. Params live on the context's first device; with --devices N the
+ * step is dp.c's shard_map, which splits each batch over N devices and
+ * keeps params and optimizer state replicated. Evaluation and key splits
+ * run on the first device. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dp.h"
 #include "model.h"
 #include "progress.h"
 
@@ -38,7 +41,8 @@ train_config train_default_config(void) {
                     .max_steps = 0,
                     .log_every = 50,
                     .n_hidden = 2,
-                    .hidden = {512, 256}};
+                    .hidden = {512, 256},
+                    .devices = 1};
   return c;
 }
 
@@ -209,10 +213,11 @@ static kiln_status save(const char *path, kiln_device *dev, const train_state *s
 }
 
 /* One jitted step on batch b of the permuted training set; params and
- * opt_state are donated and replaced by the step's results. */
-static kiln_status train_step(model *m, kiln_device *dev, train_state *st, const dataset *train,
-                              const int64_t *order, int64_t batch, int64_t b, float *loss,
-                              float *accuracy) {
+ * opt_state are donated and replaced by the step's results. A fifth result
+ * (the replicas' spread) goes to *spread. */
+static kiln_status train_step(kiln_jit *step, kiln_device *dev, train_state *st,
+                              const dataset *train, const int64_t *order, int64_t batch, int64_t b,
+                              float *loss, float *accuracy, float *spread) {
   kiln_host_data bx = {0}, by = {0};
   kiln_tree *args = NULL, *out = NULL;
   kiln_status s;
@@ -221,7 +226,7 @@ static kiln_status train_step(model *m, kiln_device *dev, train_state *st, const
     args = kiln_tree_tuple(
         4, (kiln_tree *[]){st->params, st->opt_state, host_leaf(dev, &bx), host_leaf(dev, &by)});
     st->params = st->opt_state = NULL; /* the tuple owns them now */
-    s = args ? kiln_jit_call(m->step, args, &out) : KILN_ERR_ARGUMENT;
+    s = args ? kiln_jit_call(step, args, &out) : KILN_ERR_ARGUMENT;
   }
   kiln_tree_free(args);
   kiln_host_data_free(&bx);
@@ -231,6 +236,7 @@ static kiln_status train_step(model *m, kiln_device *dev, train_state *st, const
     st->opt_state = kiln_tree_clone(kiln_tree_child(out, 1));
     if (!(s = read_leaf(kiln_tree_child(out, 2), loss, 4)))
       s = read_leaf(kiln_tree_child(out, 3), accuracy, 4);
+    if (!s && kiln_tree_num_children(out) > 4) s = read_leaf(kiln_tree_child(out, 4), spread, 4);
   }
   kiln_tree_free(out);
   return s ? fail(s, "train step %lld", (long long)st->step + 1) : KILN_OK;
@@ -256,6 +262,7 @@ typedef struct run {
   kiln_device *dev;
   dataset train, test;
   model m;
+  dp_step dp; /* devices > 1 */
   train_state st;
   FILE *metrics;
   int64_t *order;
@@ -266,20 +273,30 @@ static kiln_status setup(run *r, train_summary *sum) {
   const train_config *cfg = r->cfg;
   kiln_status s;
   if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
-      cfg->n_hidden >= MODEL_MAX_LAYERS || cfg->log_every < 1) {
+      cfg->n_hidden >= MODEL_MAX_LAYERS || cfg->log_every < 1 || cfg->devices < 1 ||
+      cfg->devices > 1024 || cfg->batch_size % cfg->devices) {
     kiln_clear_error();
-    return fail(
-        KILN_ERR_ARGUMENT,
-        "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every %lld)",
-        (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every);
+    return fail(KILN_ERR_ARGUMENT,
+                "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every "
+                "%lld, %d devices; the batch must split evenly over the devices)",
+                (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every,
+                cfg->devices);
   }
   if (make_dirs(cfg->out_dir)) {
     kiln_clear_error();
     return fail(KILN_ERR_IO, "creating %s: %s", cfg->out_dir, strerror(errno));
   }
   snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.safetensors", cfg->out_dir);
-  if ((s = kiln_ctx_new(NULL, &r->ctx)) || (s = kiln_device_get(r->ctx, 0, &r->dev)))
+  kiln_options opts;
+  kiln_options_init(&opts);
+  if (cfg->devices > 1) opts.num_cpu_devices = cfg->devices; /* used when the backend is CPU */
+  if ((s = kiln_ctx_new(&opts, &r->ctx)) || (s = kiln_device_get(r->ctx, 0, &r->dev)))
     return fail(s, "opening a kiln context");
+  if (kiln_device_count(r->ctx) < cfg->devices) {
+    kiln_clear_error();
+    return fail(KILN_ERR_ARGUMENT, "train: --devices %d, but the context has %d", cfg->devices,
+                kiln_device_count(r->ctx));
+  }
   if ((s = load_split(cfg->data_dir, "train", &r->train)) ||
       (s = load_split(cfg->data_dir, "t10k", &r->test)))
     return s;
@@ -292,6 +309,9 @@ static kiln_status setup(run *r, train_summary *sum) {
                                  : kiln_constant_schedule(cfg->learning_rate);
   if ((s = model_new(r->ctx, cfg->n_hidden + 1, widths, lr, &r->m)))
     return fail(s, "building the model");
+  if (cfg->devices > 1 &&
+      (s = dp_step_new(r->ctx, &r->m, cfg->devices, cfg->check_replicas, &r->dp)))
+    return fail(s, "building the data-parallel step over %d devices", cfg->devices);
 
   /* key, init_key = jax.random.split(jax.random.PRNGKey(seed)) */
   uint32_t init_key[2];
@@ -342,14 +362,17 @@ static kiln_status train_loop(run *r, train_summary *sum) {
   int64_t win = 0;
   kiln_status s = KILN_OK;
   int evaluated = 0;
+  kiln_jit *step = r->dp.jit ? r->dp.jit : r->m.step;
   while (st->step < last) {
     uint32_t next_key[2] = {st->key[0], st->key[1]}, perm_key[2];
     if ((s = split_key(&r->m, r->dev, next_key, perm_key))) return s;
     if ((s = kiln_permutation(perm_key, n, r->order))) return fail(s, "shuffling");
     for (int64_t b = st->step % spe; b < spe && st->step < last; b++) {
       double t0 = progress_now();
-      float loss, acc;
-      if ((s = train_step(&r->m, r->dev, st, &r->train, r->order, bs, b, &loss, &acc))) return s;
+      float loss, acc, spread = 0;
+      if ((s = train_step(step, r->dev, st, &r->train, r->order, bs, b, &loss, &acc, &spread)))
+        return s;
+      if (spread > sum->replica_spread) sum->replica_spread = spread;
       st->step++;
       p.run_steps++;
       p.run_seconds += progress_now() - t0;
@@ -407,6 +430,7 @@ kiln_status train_run(const train_config *cfg, train_summary *summary) {
   free(r.order);
   kiln_tree_free(r.st.params);
   kiln_tree_free(r.st.opt_state);
+  dp_step_free(&r.dp);
   if (r.m.init_f) model_free(&r.m);
   dataset_free(&r.train);
   dataset_free(&r.test);

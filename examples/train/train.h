@@ -1,4 +1,4 @@
-/* The main job, on one device: an MLP trained on an MNIST-format data set
+/* The main job, on one device or data-parallel: an MLP trained on an MNIST-format data set
  * (Fashion-MNIST by default) with adam, checkpoints each epoch, metrics as
  * JSON lines. main.c parses the flags; the test drives train_run directly.
  * Public kiln headers only. */
@@ -28,6 +28,11 @@ typedef struct train_config {
   int n_hidden;      /* hidden layer widths */
   int64_t hidden[TRAIN_MAX_LAYERS];
   int quiet; /* no progress output */
+  /* Data-parallel over the context's first `devices` devices (1: the
+   * one-device step); on CPU the context gets that many virtual devices.
+   * batch_size must be a multiple of it. */
+  int devices;
+  int check_replicas; /* measure train_summary.replica_spread each step */
 } train_config;
 
 /* 784-512-256-10, batch 128, adam 1e-3, 10 epochs, seed 0, data in
@@ -41,6 +46,8 @@ typedef struct train_summary {
   double test_loss;
   double seconds;        /* training (steps only) in this run */
   double examples_per_s; /* over this run's steps */
+  double replica_spread; /* check_replicas: the largest difference of a
+                            parameter between two devices after any step */
 } train_summary;
 
 /* Trains as configured; a failure returns its status with kiln_last_error()

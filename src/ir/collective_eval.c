@@ -44,18 +44,22 @@ static int64_t group_rank(const spmd *s, int64_t d, int n, const int *axes) {
 /* ---- moving blocks between a global array and its shards ---- */
 
 /* Copies the block of the global array (shape g) starting at `start` with
- * the shard's shape between the two buffers, element by element. */
+ * the shard's shape between the two buffers, in contiguous runs: the inner
+ * dimensions the shard spans whole, times the extent of the next one. */
 static void block_copy(const kir_aval *shard, const int64_t *g, const int64_t *start, char *global,
                        char *local, bool to_global) {
   size_t es = kiln_dtype_size(shard->dtype);
-  int64_t n = kir_aval_size(shard), idx[KIR_MAX_RANK] = {0};
-  int r = shard->rank;
-  for (int64_t i = 0; i < n; i++) {
+  int64_t n = kir_aval_size(shard), idx[KIR_MAX_RANK] = {0}, run = 1;
+  int r = shard->rank, outer = r;
+  while (outer > 0 && shard->shape[outer - 1] == g[outer - 1]) run *= g[--outer];
+  if (outer > 0) run *= shard->shape[--outer];
+  size_t bytes = (size_t)run * es;
+  for (int64_t i = 0; i < n; i += run) {
     int64_t off = 0;
     for (int d = 0; d < r; d++) off = off * g[d] + start[d] + idx[d];
-    if (to_global) memcpy(global + (size_t)off * es, local + (size_t)i * es, es);
-    else memcpy(local + (size_t)i * es, global + (size_t)off * es, es);
-    for (int d = r - 1; d >= 0 && ++idx[d] == shard->shape[d]; d--) idx[d] = 0;
+    if (to_global) memcpy(global + (size_t)off * es, local + (size_t)i * es, bytes);
+    else memcpy(local + (size_t)i * es, global + (size_t)off * es, bytes);
+    for (int d = outer - 1; d >= 0 && ++idx[d] == shard->shape[d]; d--) idx[d] = 0;
   }
 }
 

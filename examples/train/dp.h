@@ -1,0 +1,26 @@
+/* The data-parallel train step: the model's step under shard_map over a
+ * one-axis mesh "data" of the context's first n devices. */
+#ifndef KILN_EXAMPLE_TRAIN_DP_H
+#define KILN_EXAMPLE_TRAIN_DP_H
+
+#include <kiln/kiln.h>
+
+#include "model.h"
+
+typedef struct dp_step {
+  int n_devices;
+  kiln_mesh *mesh;
+  kiln_func *body, *sm;
+  /* step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state,
+   * loss, accuracy[, spread]), as model's step with B split over the
+   * devices; params and opt_state donated. spread (with check_replicas):
+   * the largest difference of any parameter between two devices. */
+  kiln_jit *jit;
+} dp_step;
+
+/* Sets m->axis; m must outlive the step. */
+kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replicas,
+                        dp_step *out);
+void dp_step_free(dp_step *d);
+
+#endif

@@ -1,0 +1,81 @@
+// The trainer data-parallel (examples/train/dp.c) on 2 CPU devices, on the
+// synthetic data set of test_train_support.h for one epoch (20 steps of 32):
+// the per-step losses equal the one-device trainer's on the same global
+// batches, the parameters stay identical on both devices after every step,
+// and the losses and accuracies equal those of the same step under
+// jax.shard_map on 2 CPU devices (tests/golden/train_dp.py). A batch that
+// does not split over the devices is refused.
+#include "test_train_support.h"
+
+namespace {
+
+using train_test::kStepsPerEpoch;
+using train_test::read_metrics;
+using train_test::Record;
+
+// f32 losses after up to 20 adam steps, summed in other orders (per-device
+// means averaged by pmean; XLA's reductions for the golden).
+constexpr double kRtol = 1e-5;
+
+struct GoldenStep {
+  double loss, accuracy;
+};
+
+// tests/golden/train_dp.txt: "step <k> <loss> <accuracy>".
+std::map<long, GoldenStep> read_golden() {
+  std::map<long, GoldenStep> out;
+  std::ifstream f(KILN_GOLDEN_DIR "/train_dp.txt");
+  std::string line;
+  while (std::getline(f, line)) {
+    long k;
+    double loss, acc;
+    if (std::sscanf(line.c_str(), "step %ld %lf %lf", &k, &loss, &acc) == 3) out[k] = {loss, acc};
+  }
+  return out;
+}
+
+class TrainDp : public train_test::TrainTest {
+ protected:
+  // As the golden: one epoch, a constant learning rate.
+  train_config dp_config(const std::string &out, int devices) {
+    train_config c = config(out);
+    c.epochs = 1;
+    c.cosine = 0;
+    c.devices = devices;
+    c.check_replicas = devices > 1;
+    return c;
+  }
+};
+
+TEST_F(TrainDp, TwoDevicesMatchOneDeviceAndJaxShardMap) {
+  train_config one = dp_config("one", 1), two = dp_config("two", 2);
+  train_summary s1, s2;
+  ASSERT_EQ(train_run(&one, &s1), KILN_OK) << train_last_error();
+  ASSERT_EQ(train_run(&two, &s2), KILN_OK) << train_last_error();
+  EXPECT_EQ(s2.steps, kStepsPerEpoch);
+  EXPECT_EQ(s2.replica_spread, 0.0) << "the devices' parameters differ";
+  int lines1 = 0, lines2 = 0;
+  std::map<long, Record> m1 = read_metrics(one.out_dir, &lines1);
+  std::map<long, Record> m2 = read_metrics(two.out_dir, &lines2);
+  ASSERT_EQ(lines1, kStepsPerEpoch);
+  ASSERT_EQ(lines2, kStepsPerEpoch);
+  std::map<long, GoldenStep> golden = read_golden();
+  ASSERT_EQ(golden.size(), static_cast<size_t>(kStepsPerEpoch)) << "tests/golden/train_dp.txt";
+  for (long k = 1; k <= kStepsPerEpoch; k++) {
+    double l1 = m1[k].loss, l2 = m2[k].loss, lj = golden[k].loss;
+    EXPECT_NEAR(l2, l1, kRtol * std::fabs(l1)) << "step " << k << ": 2 devices vs 1";
+    EXPECT_NEAR(l2, lj, kRtol * std::fabs(lj)) << "step " << k << ": kiln vs jax.shard_map";
+    EXPECT_NEAR(m2[k].accuracy, golden[k].accuracy, 1e-6) << "step " << k;
+  }
+  EXPECT_NEAR(s2.test_loss, s1.test_loss, kRtol * s1.test_loss);
+  EXPECT_EQ(s2.test_accuracy, s1.test_accuracy);
+}
+
+TEST_F(TrainDp, ABatchThatDoesNotSplitIsRefused) {
+  train_config c = dp_config("odd", 3);  // 32 rows over 3 devices
+  EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_ARGUMENT);
+  EXPECT_NE(std::string(train_last_error()).find("3 devices"), std::string::npos)
+      << train_last_error();
+}
+
+}  // namespace
