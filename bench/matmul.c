@@ -304,16 +304,8 @@ int main(int argc, char **argv) {
   if (!st) st = kbench_report_add_device(r, info.name, kiln_backend_name(info.platform));
   if (!st) st = kbench_report_param(r, "iters", iters);
   if (!st) st = cuda ? bench_cuda(ctx, dev, r, min, max, iters) : bench_cpu(ctx, dev, r, min, max, iters);
-  char path[512] = "";
-  if (!st) {
-    kbench_report_print(r, stdout);
-    st = kbench_report_write_json(r, json, path, sizeof path);
-  }
-  if (st)
-    fprintf(stderr, "bench_matmul: %s: %s\n", kiln_status_str(st), kiln_last_error());
-  else
-    printf("wrote %s\n", path);
+  int rc = kbench_report_finish(r, st, json, "bench_matmul");
   kbench_report_free(r);
   kiln_ctx_free(ctx);
-  return st ? 1 : 0;
+  return rc;
 }

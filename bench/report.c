@@ -393,3 +393,17 @@ uint64_t kbench_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
+
+int kbench_report_finish(const kbench_report *r, kiln_status st, const char *json,
+                         const char *program) {
+  char path[512] = "";
+  if (!st) {
+    kbench_report_print(r, stdout);
+    st = kbench_report_write_json(r, json, path, sizeof path);
+  }
+  if (st)
+    fprintf(stderr, "%s: %s: %s\n", program, kiln_status_str(st), kiln_last_error());
+  else
+    printf("wrote %s\n", path);
+  return st ? 1 : 0;
+}

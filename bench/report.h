@@ -44,4 +44,10 @@ uint64_t kbench_now_ns(void);
 kiln_status kbench_report_write_json(const kbench_report *r, const char *path, char *written,
                                      size_t cap);
 
+/* The end of a benchmark program: when st is KILN_OK prints the table and
+ * writes the JSON (to json, as kbench_report_write_json), else prints the
+ * error after `program`'s name; returns the process's exit status. */
+int kbench_report_finish(const kbench_report *r, kiln_status st, const char *json,
+                         const char *program);
+
 #endif
