@@ -7,26 +7,16 @@ gradients through both, f32.
 Each line: `<case> <name> <shape> <values...>` (shape as 4x3, or - for a
 scalar); values are float32 printed to 9 significant digits.
 """
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-rng = np.random.default_rng(13)
-lines = []
+from f32_lines import F32Lines
 
-
-def put(case, name, x):
-  x = np.asarray(x, dtype=np.float32)
-  shape = "x".join(str(d) for d in x.shape) if x.ndim else "-"
-  vals = " ".join(f"{float(v):.9g}" for v in x.reshape(-1))
-  lines.append(f"{case} {name} {shape} {vals}")
-
-
-def uniform(lo, hi, shape):
-  return rng.uniform(lo, hi, size=shape).astype(np.float32)
+gold = F32Lines(13)
+put, uniform = gold.put, gold.uniform
 
 
 # ---- cond ----
@@ -94,7 +84,4 @@ h, ys = jax.vmap(rnn, in_axes=(0, None, None, None, 1))(h0, w, u, b, xs)
 put("rnn_vmap", "h", h)
 put("rnn_vmap", "ys", ys)
 
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "transform_control.txt"), "w") as fh:
-  fh.write(f"# written by transform_control.py (jax {jax.__version__}); do not edit\n")
-  fh.write("\n".join(lines) + "\n")
+gold.write(__file__, jax.__version__)

@@ -10,7 +10,6 @@ scalar); values are float32 printed to 9 significant digits.
 """
 import contextlib
 import io
-import os
 
 import jax
 import jax.numpy as jnp
@@ -18,19 +17,10 @@ import numpy as np
 from jax import lax
 from jax.ad_checkpoint import print_saved_residuals
 
-rng = np.random.default_rng(12)
-lines = []
+from f32_lines import F32Lines
 
-
-def put(case, name, x):
-  x = np.asarray(x, dtype=np.float32)
-  shape = "x".join(str(d) for d in x.shape) if x.ndim else "-"
-  vals = " ".join(f"{float(v):.9g}" for v in x.reshape(-1))
-  lines.append(f"{case} {name} {shape} {vals}")
-
-
-def uniform(lo, hi, shape):
-  return rng.uniform(lo, hi, size=shape).astype(np.float32)
+gold = F32Lines(12)
+put, uniform = gold.put, gold.uniform
 
 
 x, c, t = uniform(-2, 2, (3, 4)), uniform(-1, 1, (3, 4)), uniform(-1, 1, (3, 4))
@@ -155,7 +145,4 @@ for name, p in (("none", None), ("nothing", pol.nothing_saveable), ("dots", pol.
   n_res = len(out.getvalue().strip().splitlines())
   put("remat_residuals", name, np.float32(n_res))
 
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "transform_custom.txt"), "w") as fh:
-  fh.write(f"# written by transform_custom.py (jax {jax.__version__}); do not edit\n")
-  fh.write("\n".join(lines) + "\n")
+gold.write(__file__, jax.__version__)
