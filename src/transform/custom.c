@@ -380,6 +380,18 @@ kiln_status ktf_transpose_custom_lin(kir_program *p, const kir_program *src, con
   return st;
 }
 
+/* A call equation's n operands with their batch axes moved to the front
+ * (*in), and their batch dims (*b, room for `extra` more after them); the
+ * caller frees both, also on failure. */
+static kiln_status ktf_batch_call_operands(const char *op, kir_program *p, int n,
+                                           const kir_vid *x, const int *bd, int extra,
+                                           kir_vid **in, int **b) {
+  *in = malloc((size_t)n * sizeof **in);
+  *b = malloc((size_t)(n + extra) * sizeof **b);
+  if (!*in || !*b) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  return ktf_batch_operands_front(p, n, x, bd, *in, *b);
+}
+
 /* vmap: every sub-program batched with its operands mapped at 0 and its
  * results forced to 0, so that the function and its rules agree. */
 kiln_status ktf_batch_custom_jvp(kir_program *p, const kir_program *src, const kir_eqn *e,
@@ -389,10 +401,9 @@ kiln_status ktf_batch_custom_jvp(kir_program *p, const kir_program *src, const k
   static const char op[] = "vmap of custom_jvp_call";
   const kir_p_custom_jvp *c = &e->params.custom_jvp;
   int n = e->n_in, nc = (int)c->num_consts;
-  kir_vid *in = malloc((size_t)n * sizeof *in);
-  int *b = malloc((size_t)(2 * n) * sizeof *b);
-  kiln_status st = in && b ? ktf_batch_operands_front(p, n, x, bd, in, b)
-                           : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  kir_vid *in;
+  int *b;
+  kiln_status st = ktf_batch_call_operands(op, p, n, x, bd, n, &in, &b);
   if (!st) memcpy(b + n, b + nc, (size_t)(n - nc) * sizeof *b); /* tangents as their primals */
   kir_params pr;
   memset(&pr, 0, sizeof pr);
@@ -412,10 +423,10 @@ kiln_status ktf_batch_custom_vjp(kir_program *p, const kir_program *src, const k
   static const char op[] = "vmap of custom_vjp_call";
   const kir_p_custom_vjp *c = &e->params.custom_vjp;
   int n = e->n_in, nc = (int)c->num_consts, nb = c->bwd_jaxpr->n_invars;
-  kir_vid *in = malloc((size_t)n * sizeof *in);
-  int *b = malloc((size_t)(n + nb) * sizeof *b), *bb = b ? b + n : NULL;
-  kiln_status st = in && b ? ktf_batch_operands_front(p, n, x, bd, in, b)
-                           : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  kir_vid *in;
+  int *b;
+  kiln_status st = ktf_batch_call_operands(op, p, n, x, bd, nb, &in, &b);
+  int *bb = b ? b + n : NULL;
   for (int i = 0; !st && i < nb; i++) bb[i] = i < nc ? b[i] : 0; /* residuals and cotangents */
   kir_params pr;
   memset(&pr, 0, sizeof pr);
