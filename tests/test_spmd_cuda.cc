@@ -27,6 +27,11 @@ bool Contains(const std::string &s, const std::string &needle) {
 #ifdef KILN_FAKE_CUDA_LIBRARY
 KCT_USE_FAKE_DRIVER();
 #endif
+#ifdef KILN_FAKE_NCCL_LIBRARY
+#define KILN_FAKE_NCCL_LIBRARY_OR_NULL KILN_FAKE_NCCL_LIBRARY
+#else
+#define KILN_FAKE_NCCL_LIBRARY_OR_NULL "no stand-in NCCL"
+#endif
 
 // A body: one collective of its single argument (Body::fn picks which).
 struct Body {
@@ -81,9 +86,8 @@ class SpmdCuda : public ::testing::Test {
     unsetenv("KILN_FAKE_NCCL_ABSENT_RANK");
     unsetenv("KILN_COLLECTIVE_TIMEOUT");
 #ifdef KILN_FAKE_NCCL_LIBRARY
-    auto live = KctFakeSymbol<int (*)(int)>(KILN_FAKE_NCCL_LIBRARY, "kiln_fake_nccl_live_objects");
-    ASSERT_NE(live, nullptr);
-    EXPECT_EQ(live(1), 0) << "communicators left behind";
+    EXPECT_EQ(KctFakeLiveObjects(KILN_FAKE_NCCL_LIBRARY, "kiln_fake_nccl_live_objects"), 0)
+        << "communicators left behind";
     EXPECT_EQ(KctFakeLiveObjects(), 0) << "driver objects left behind";
 #endif
   }
@@ -301,6 +305,66 @@ TEST_F(SpmdCuda, SubAxisPsumOnATwoByFourMesh) {
       EXPECT_EQ(y[i], want) << "psum over " << axes << " element " << i;
     }
   }
+}
+
+kiln_tree *PsumTree(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_psum_tree(t, args, "i");
+}
+
+// A pytree's psum (one equation per leaf) is one bucketed all-reduce: a
+// bucket per dtype, so 21 leaves of f32 and i32 cost 2 NCCL calls per device.
+TEST_F(SpmdCuda, PsumOfAPytreeIsBucketed) {
+  Mesh({n_}, {"i"});
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(PsumTree, nullptr, "tree", &f), KILN_OK);
+  funcs_.push_back(f);
+  kiln_pspec *p = nullptr, *r = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("i", &p), KILN_OK);
+  ASSERT_EQ(kiln_pspec_parse("", &r), KILN_OK);
+  kiln_tree *ins = kiln_tree_ptr(p), *outs = kiln_tree_ptr(r);
+  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+  funcs_.push_back(sm);
+  kiln_tree_free(ins), kiln_tree_free(outs);
+  kiln_pspec_free(p), kiln_pspec_free(r);
+  const int kLeaves = 21;
+  std::vector<kiln_array *> xs(kLeaves), ys(kLeaves);
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx_, 0, &dev), KILN_OK);
+  for (int l = 0; l < kLeaves; l++) {
+    int64_t shape[] = {2 * n_};
+    std::vector<int32_t> v(2 * n_);
+    for (int i = 0; i < 2 * n_; i++) v[i] = l * 100 + i;
+    std::vector<float> fv(v.begin(), v.end());
+    bool i32 = l % 3 == 0;
+    ASSERT_EQ(kiln_array_from_host(dev, i32 ? KILN_I32 : KILN_F32, 1, shape,
+                                   i32 ? (const void *)v.data() : (const void *)fv.data(),
+                                   v.size() * 4, &xs[l]), KILN_OK);
+  }
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, sm, nullptr, &j), KILN_OK) << kiln_last_error();
+  auto calls = KctFakeSymbol<unsigned long (*)()>(KILN_FAKE_NCCL_LIBRARY_OR_NULL, "kiln_fake_nccl_calls");
+  for (int round = 0; round < 2; round++) {  // the first call also makes the communicators
+    unsigned long before = calls ? calls() : 0;
+    ASSERT_EQ(kiln_jit_call_arrays(j, kLeaves, xs.data(), kLeaves, ys.data()), KILN_OK)
+        << kiln_last_error();
+    if (calls) {
+      EXPECT_EQ(calls() - before, 2ul * n_) << "round " << round;
+    }
+    for (int l = 0; l < kLeaves; l++) {
+      std::vector<int32_t> v(2);
+      std::vector<float> fv(2);
+      bool i32 = l % 3 == 0;
+      ASSERT_EQ(kiln_array_to_host(ys[l], i32 ? (void *)v.data() : (void *)fv.data(), 8), KILN_OK);
+      for (int i = 0; i < 2; i++) {
+        double want = 0;
+        for (int d = 0; d < n_; d++) want += l * 100 + d * 2 + i;
+        EXPECT_EQ(i32 ? (double)v[i] : (double)fv[i], want) << "leaf " << l;
+      }
+      kiln_array_release(ys[l]);
+    }
+  }
+  for (kiln_array *x : xs) kiln_array_release(x);
+  kiln_jit_free(j);
 }
 
 // pmap over two devices, the mapped axis split across them.

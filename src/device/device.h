@@ -145,6 +145,13 @@ typedef struct kdev_coll_ops {
   void (*mesh_free)(void *mesh);
   kiln_status (*run)(void *mesh, const kdev_coll *c, kdev_buffer *const *in,
                      kdev_buffer *const *out);
+  /* All-reduce of n_ops operands in place, packed into a few buckets (c:
+   * the reduction, axes and groups; its dtype and count are unused):
+   * bufs[k * n + i] is operand k on device i, dtypes[k] and counts[k] its
+   * type and elements. */
+  kiln_status (*all_reduce_many)(void *mesh, const kdev_coll *c, int n_ops,
+                                 const kiln_dtype *dtypes, const int64_t *counts,
+                                 kdev_buffer *const *bufs);
   /* A failure (timeout, asynchronous error) leaves the mesh broken: free it. */
   kiln_status (*wait)(void *mesh);
 } kdev_coll_ops;

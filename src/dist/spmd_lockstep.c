@@ -146,7 +146,6 @@ static kiln_status describe(const kir_eqn *e, const kir_aval *a, const kir_aval 
     case KIR_PRIM_PMAX:
     case KIR_PRIM_PMIN:
       c->kind = KDEV_COLL_ALL_REDUCE;
-      c->reduce = e->prim == KIR_PRIM_PSUM ? 0 : e->prim == KIR_PRIM_PMAX ? 1 : 2;
       return KILN_OK;
     case KIR_PRIM_ALL_GATHER: {
       int dim = (int)e->params.all_gather.all_gather_dimension;
@@ -229,7 +228,64 @@ static kiln_status run_operand(lock_call *c, const kir_eqn *e, int k, kdev_coll 
   return st;
 }
 
-static kiln_status run_collective(lock_call *c, const kir_eqn *e) {
+static bool is_reduction(kir_prim p) {
+  return p == KIR_PRIM_PSUM || p == KIR_PRIM_PMAX || p == KIR_PRIM_PMIN;
+}
+
+/* The end of the run of collective steps from i that reduce together:
+ * the same reduction over the same axes, none reading another's result (a
+ * pytree's psum is one equation per leaf). */
+static int reduce_run_end(const kdist_plan *p, int i) {
+  const kir_eqn *e = p->steps[i].e;
+  int j = i + 1;
+  while (is_reduction(e->prim) && j < p->n_steps && p->steps[j].kind == KDIST_STEP_COLLECTIVE) {
+    const kir_eqn *f = p->steps[j].e;
+    bool reads = false;
+    for (int k = 0; k < f->n_in; k++) {
+      const kir_var *v = &p->body->vars[f->in[k]];
+      reads |= v->kind == KIR_VAR_EQN && v->eqn >= (int)(e - p->body->eqns);
+    }
+    if (reads || f->prim != e->prim || strcmp(kir_collective_axes(f, NULL), kir_collective_axes(e, NULL)))
+      break;
+    j++;
+  }
+  return j;
+}
+
+/* Steps [i, j) with n_ops operands as one bucketed all-reduce: each result
+ * starts as a device copy of its operand and is reduced in place. */
+static kiln_status run_reduce_many(lock_call *c, int i, int j, int n_ops, const kdev_coll *cc) {
+  int64_t n = c->m.n_devices;
+  kdev_buffer **bufs = calloc((size_t)(n_ops * n), sizeof *bufs);
+  kiln_dtype *dtypes = calloc((size_t)n_ops, sizeof *dtypes);
+  int64_t *counts = calloc((size_t)n_ops, sizeof *counts);
+  kiln_status st = bufs && dtypes && counts
+                       ? KILN_OK
+                       : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  for (int s = i, o = 0; !st && s < j; s++) {
+    const kir_eqn *e = c->p->steps[s].e;
+    for (int k = 0; !st && k < e->n_in; k++, o++) {
+      const kir_aval *a = kir_var_aval(c->p->body, e->out[k]);
+      dtypes[o] = a->dtype, counts[o] = kir_aval_size(a);
+      for (int64_t d = 0; !st && d < n; d++) {
+        kiln_device *dev = &c->ls->ctx->be.devices[d];
+        kiln_array *x, **y = slot(c, d, e->out[k]);
+        if (!(st = value(c, d, e->in[k], &x)) &&
+            !(st = kdev_array_alloc(cc->name, dev, a->dtype, a->rank, a->shape, y)) &&
+            !(st = dev->ops->copy(dev, &(*y)->buf, dev, &x->buf, (*y)->buf.nbytes)))
+          bufs[o * n + d] = &(*y)->buf;
+      }
+    }
+  }
+  c->used_mesh = true;
+  if (!st) st = c->ls->ctx->be.coll->all_reduce_many(c->ls->mesh, cc, n_ops, dtypes, counts, bufs);
+  free(bufs), free(dtypes), free(counts);
+  return st;
+}
+
+/* Collective steps [i, j) (one, or a run of reductions). */
+static kiln_status run_collectives(lock_call *c, int i, int j) {
+  const kir_eqn *e = c->p->steps[i].e;
   int na, ax[KIR_MESH_MAX_AXES];
   kiln_status st = kdist_coll_axes(&c->m, e, &na, ax);
   if (st) return st;
@@ -245,10 +301,15 @@ static kiln_status run_collective(lock_call *c, const kir_eqn *e) {
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   for (int64_t d = 0; !st && d < n; d++) group_of(&c->m, d, na, ax, &sc.color[d], &sc.rank[d]);
   kdev_coll cc = {.name = kir_prim_name(e->prim), .axes = axes, .color = sc.color,
-                  .rank = sc.rank, .pairs = (const int(*)[2])sc.pairs};
+                  .rank = sc.rank, .pairs = (const int(*)[2])sc.pairs,
+                  .reduce = e->prim == KIR_PRIM_PSUM ? 0 : e->prim == KIR_PRIM_PMAX ? 1 : 2};
   if (!st && e->prim == KIR_PRIM_PPERMUTE)
     st = kir_perm_parse(e->params.ppermute.perm, n / (sc.color[n - 1] + 1), &cc.npairs, sc.pairs);
-  for (int k = 0; !st && k < e->n_in; k++) {
+  int n_ops = 0;
+  for (int s = i; s < j; s++) n_ops += c->p->steps[s].e->n_in;
+  bool many = n_ops > 1 && is_reduction(e->prim);
+  if (!st && many) st = run_reduce_many(c, i, j, n_ops, &cc);
+  for (int k = 0; !st && !many && k < e->n_in; k++) {
     cc.dtype = kir_var_aval(c->p->body, e->in[k])->dtype;
     st = run_operand(c, e, k, &cc, &sc);
   }
@@ -303,10 +364,12 @@ static kiln_status run_steps(lock_call *c, const kir_spec *specs, const kir_buff
                              kir_buffer *out) {
   const kdist_plan *p = c->p;
   kiln_status st = upload_inputs(c, specs, in);
-  for (int i = 0; !st && i < p->n_steps; i++)
+  for (int i = 0, j; !st && i < p->n_steps; i = j) {
+    j = p->steps[i].kind == KDIST_STEP_COLLECTIVE ? reduce_run_end(p, i) : i + 1;
     st = p->steps[i].kind == KDIST_STEP_COMPUTE ? run_compute(c, &p->steps[i])
          : p->steps[i].kind == KDIST_STEP_COPY  ? run_copy(c, p->steps[i].e)
-                                                : run_collective(c, p->steps[i].e);
+                                                : run_collectives(c, i, j);
+  }
   /* Waiting here bounds the collectives by the timeout; downloads would
    * wait for a stalled one forever. */
   if (c->used_mesh) {

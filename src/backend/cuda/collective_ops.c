@@ -149,7 +149,25 @@ static kiln_status coll_run(void *mesh, const kdev_coll *c, kdev_buffer *const *
   return st;
 }
 
+/* Through the bucketing engine (collective_bucket.c): a pytree's psum costs
+ * a few NCCL calls, not one per leaf. */
+static kiln_status coll_all_reduce_many(void *mesh, const kdev_coll *c, int n_ops,
+                                        const kiln_dtype *dtypes, const int64_t *counts,
+                                        kdev_buffer *const *bufs) {
+  coll_handle *h = mesh;
+  kcuda_coll_group *g = NULL;
+  kiln_status st = kcuda_coll_group_get(h->m, c->axes, c->color, c->rank, &g);
+  if (st) return kcore_fail_wrap(st, "%s over axis '%s'", c->name, c->axes);
+  kdev_buffer *const **leaves = calloc((size_t)n_ops + 1, sizeof *leaves);
+  if (!leaves) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
+  for (int k = 0; k < n_ops; k++) leaves[k] = &bufs[(size_t)k * (size_t)h->n];
+  st = kcuda_coll_all_reduce_leaves(g, n_ops, dtypes, counts, leaves,
+                                    (kcuda_coll_reduce)c->reduce, 0);
+  free(leaves);
+  return st;
+}
+
 static kiln_status coll_wait(void *mesh) { return kcuda_coll_wait(((coll_handle *)mesh)->m); }
 
-const kdev_coll_ops kcuda_coll_ops = {coll_probe, coll_mesh_new, coll_mesh_free, coll_run,
-                                      coll_wait};
+const kdev_coll_ops kcuda_coll_ops = {coll_probe,           coll_mesh_new, coll_mesh_free, coll_run,
+                                      coll_all_reduce_many, coll_wait};
