@@ -97,18 +97,22 @@ class SpmdCuda : public ::testing::Test {
               KILN_OK) << kiln_last_error();
   }
 
-  // shard_map of body over mesh_, in_specs (P(in),), out_specs P(out).
+  // shard_map of body over mesh_, with the spec P(in) for every argument
+  // and P(out) for every result.
   kiln_status ShardMap(Body *body, const char *in, const char *out, int check_rep,
                        kiln_func **sm) {
     kiln_func *f = nullptr;
     EXPECT_EQ(kiln_func_new(Apply, body, "body", &f), KILN_OK);
     funcs_.push_back(f);
+    return ShardMapOf(f, mesh_, in, out, check_rep, sm);
+  }
+  kiln_status ShardMapOf(kiln_func *f, kiln_mesh *mesh, const char *in, const char *out,
+                         int check_rep, kiln_func **sm) {
     kiln_pspec *ps = nullptr, *po = nullptr;
     EXPECT_EQ(kiln_pspec_parse(in, &ps), KILN_OK);
     EXPECT_EQ(kiln_pspec_parse(out, &po), KILN_OK);
-    kiln_tree *leaf = kiln_tree_ptr(ps);
-    kiln_tree *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(po);
-    kiln_status st = kiln_shard_map(f, mesh_, ins, outs, check_rep, sm);
+    kiln_tree *ins = kiln_tree_ptr(ps), *outs = kiln_tree_ptr(po);
+    kiln_status st = kiln_shard_map(f, mesh, ins, outs, check_rep, sm);
     if (st == KILN_OK) funcs_.push_back(*sm);
     kiln_tree_free(ins), kiln_tree_free(outs);
     kiln_pspec_free(ps), kiln_pspec_free(po);
@@ -318,14 +322,7 @@ TEST_F(SpmdCuda, PsumOfAPytreeIsBucketed) {
   kiln_func *f = nullptr, *sm = nullptr;
   ASSERT_EQ(kiln_func_new(PsumTree, nullptr, "tree", &f), KILN_OK);
   funcs_.push_back(f);
-  kiln_pspec *p = nullptr, *r = nullptr;
-  ASSERT_EQ(kiln_pspec_parse("i", &p), KILN_OK);
-  ASSERT_EQ(kiln_pspec_parse("", &r), KILN_OK);
-  kiln_tree *ins = kiln_tree_ptr(p), *outs = kiln_tree_ptr(r);
-  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
-  funcs_.push_back(sm);
-  kiln_tree_free(ins), kiln_tree_free(outs);
-  kiln_pspec_free(p), kiln_pspec_free(r);
+  ASSERT_EQ(ShardMapOf(f, mesh_, "i", "", 1, &sm), KILN_OK) << kiln_last_error();
   const int kLeaves = 21;
   std::vector<kiln_array *> xs(kLeaves), ys(kLeaves);
   kiln_device *dev = nullptr;
@@ -458,12 +455,7 @@ TEST_F(SpmdCuda, RefusalsNameTheirReason) {
   kiln_func *f = nullptr, *sm = nullptr;
   ASSERT_EQ(kiln_func_new(WithCallback, nullptr, "cb", &f), KILN_OK);
   funcs_.push_back(f);
-  kiln_pspec *p = nullptr, *r = nullptr;
-  ASSERT_EQ(kiln_pspec_parse("i", &p), KILN_OK);
-  ASSERT_EQ(kiln_pspec_parse("", &r), KILN_OK);
-  kiln_tree *leaf = kiln_tree_ptr(p), *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(r);
-  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
-  funcs_.push_back(sm);
+  ASSERT_EQ(ShardMapOf(f, mesh_, "i", "", 1, &sm), KILN_OK) << kiln_last_error();
   std::vector<float> y;
   EXPECT_EQ(Call(sm, {n_ * 4}, &y), KILN_ERR_UNIMPLEMENTED);
   EXPECT_TRUE(Contains(kiln_last_error(), "effects")) << kiln_last_error();
@@ -478,14 +470,11 @@ TEST_F(SpmdCuda, RefusalsNameTheirReason) {
   int64_t shape[] = {n_};
   const char *names[] = {"i"};
   ASSERT_EQ(kiln_mesh_new(bare, 1, shape, names, nullptr, &m), KILN_OK);
-  kiln_func *g = nullptr;
-  EXPECT_EQ(kiln_shard_map(f, m, ins, outs, 1, &g), KILN_ERR_COLLECTIVE);
+  EXPECT_EQ(ShardMapOf(f, m, "i", "", 1, &sm), KILN_ERR_COLLECTIVE);
   EXPECT_TRUE(Contains(kiln_last_error(), "NCCL")) << kiln_last_error();
   kiln_mesh_free(m);
   kiln_ctx_free(bare);
 #endif
-  kiln_tree_free(ins), kiln_tree_free(outs);
-  kiln_pspec_free(p), kiln_pspec_free(r);
 }
 
 }  // namespace
