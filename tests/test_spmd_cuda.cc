@@ -309,6 +309,24 @@ TEST_F(SpmdCuda, SubAxisPsumOnATwoByFourMesh) {
       EXPECT_EQ(y[i], want) << "psum over " << axes << " element " << i;
     }
   }
+  // Another mesh of the same devices with an axis of the same name: its
+  // own communicators, not the 2x4 mesh's groups.
+  kiln_mesh *flat = nullptr;
+  int64_t eight = 8;
+  const char *a[] = {"a"};
+  ASSERT_EQ(kiln_mesh_new(ctx_, 1, &eight, a, nullptr, &flat), KILN_OK);
+  Body b{Psum};
+  b.axes = "a";
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(Apply, &b, "body", &f), KILN_OK);
+  funcs_.push_back(f);
+  ASSERT_EQ(ShardMapOf(f, flat, "a", "", 1, &sm), KILN_OK) << kiln_last_error();
+  std::vector<float> y;
+  ASSERT_EQ(Call(sm, {8}, &y), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(y[0], 28.0f);
+  for (kiln_func *g : funcs_) kiln_func_free(g);
+  funcs_.clear();
+  kiln_mesh_free(flat);
 }
 
 kiln_tree *PsumTree(kiln_trace *t, const kiln_tree *args, void *) {

@@ -18,17 +18,26 @@
 
 struct kdist_lockstep {
   kiln_ctx *ctx;
-  pthread_mutex_t mu; /* guards plans and the mesh */
+  pthread_mutex_t mu; /* guards plans and meshes */
   kdist_plan *plans;
-  void *mesh; /* the backend's collective mesh, made on first use */
-  int64_t mesh_n;
+  struct coll_mesh *meshes;
 };
+
+/* The backend's collective mesh (NCCL communicators) of one IR mesh,
+ * "data=2,model=4", made on first use: each axis group of it gets its
+ * communicators once. */
+typedef struct coll_mesh {
+  char *text;
+  void *mesh;
+  struct coll_mesh *next;
+} coll_mesh;
 
 /* One call: every device's value of every body var. */
 typedef struct lock_call {
   kdist_lockstep *ls;
   const kdist_plan *p;
   kir_mesh m;
+  coll_mesh *mesh;
   kiln_array **vals; /* [d * n_vars + v] */
   bool used_mesh;
 } lock_call;
@@ -51,12 +60,33 @@ void kdist_lockstep_free(kdist_lockstep *ls) {
     kdist_plan_free(ls->ctx, ls->plans);
     ls->plans = next;
   }
-  if (ls->mesh) ls->ctx->be.coll->mesh_free(ls->mesh);
+  while (ls->meshes) {
+    coll_mesh *next = ls->meshes->next;
+    ls->ctx->be.coll->mesh_free(ls->meshes->mesh);
+    free(ls->meshes->text), free(ls->meshes);
+    ls->meshes = next;
+  }
   pthread_mutex_destroy(&ls->mu);
   free(ls);
 }
 
-/* The body's plan (built on first use) and the mesh; called holding mu. */
+/* The collective mesh of IR mesh `text` over n devices; called holding mu. */
+static kiln_status mesh_get(kdist_lockstep *ls, const char *text, int64_t n, coll_mesh **out) {
+  coll_mesh *m = ls->meshes;
+  while (m && strcmp(m->text, text)) m = m->next;
+  if (!m && !(m = calloc(1, sizeof *m)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  if (!m->text) {
+    m->next = ls->meshes;
+    ls->meshes = m;
+    if (!(m->text = kcore_strdup(text)))
+      return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  }
+  *out = m;
+  return m->mesh ? KILN_OK : ls->ctx->be.coll->mesh_new(&ls->ctx->be, (int)n, &m->mesh);
+}
+
+/* The body's plan, built on first use; called holding mu. */
 static kiln_status plan_get(kdist_lockstep *ls, const kir_eqn *e, const kir_buffer *in,
                             const kir_buffer *out, int64_t n, kdist_plan **found) {
   char *text = kdist_shard_map_text(e, in, out);
@@ -68,12 +98,6 @@ static kiln_status plan_get(kdist_lockstep *ls, const kir_eqn *e, const kir_buff
     p->next = ls->plans;
     ls->plans = p;
   }
-  if (!st && ls->mesh && ls->mesh_n != n) {
-    ls->ctx->be.coll->mesh_free(ls->mesh);
-    ls->mesh = NULL;
-  }
-  if (!st && !ls->mesh && !(st = ls->ctx->be.coll->mesh_new(&ls->ctx->be, (int)n, &ls->mesh)))
-    ls->mesh_n = n;
   free(text);
   *found = st ? NULL : p;
   return st;
@@ -224,7 +248,7 @@ static kiln_status run_operand(lock_call *c, const kir_eqn *e, int k, kdev_coll 
       sc->in[d] = &x->buf, sc->out[d] = &(*y)->buf;
   }
   c->used_mesh = true;
-  if (!st) st = c->ls->ctx->be.coll->run(c->ls->mesh, cc, sc->in, sc->out);
+  if (!st) st = c->ls->ctx->be.coll->run(c->mesh->mesh, cc, sc->in, sc->out);
   return st;
 }
 
@@ -278,7 +302,7 @@ static kiln_status run_reduce_many(lock_call *c, int i, int j, int n_ops, const 
     }
   }
   c->used_mesh = true;
-  if (!st) st = c->ls->ctx->be.coll->all_reduce_many(c->ls->mesh, cc, n_ops, dtypes, counts, bufs);
+  if (!st) st = c->ls->ctx->be.coll->all_reduce_many(c->mesh->mesh, cc, n_ops, dtypes, counts, bufs);
   free(bufs), free(dtypes), free(counts);
   return st;
 }
@@ -373,7 +397,7 @@ static kiln_status run_steps(lock_call *c, const kir_spec *specs, const kir_buff
   /* Waiting here bounds the collectives by the timeout; downloads would
    * wait for a stalled one forever. */
   if (c->used_mesh) {
-    kiln_status w = c->ls->ctx->be.coll->wait(c->ls->mesh);
+    kiln_status w = c->ls->ctx->be.coll->wait(c->mesh->mesh);
     if (!st) st = w;
   }
   if (!st) st = download_outputs(c, specs + p->body->n_invars, out);
@@ -399,14 +423,15 @@ kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_b
   pthread_mutex_lock(&ls->mu);
   kdist_plan *p = NULL;
   if (!st) st = plan_get(ls, e, in, out, c.m.n_devices, &p);
+  if (!st) st = mesh_get(ls, sm->mesh, c.m.n_devices, &c.mesh);
   const kir_program *body = p ? p->body : NULL;
   c.p = p;
   if (!st && !(c.vals = calloc((size_t)(c.m.n_devices * body->n_vars) + 1, sizeof *c.vals)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) st = run_steps(&c, specs, in, out);
   if (st && c.used_mesh && st == KILN_ERR_COLLECTIVE) {
-    ls->ctx->be.coll->mesh_free(ls->mesh); /* aborted or unusable: the next call makes a new one */
-    ls->mesh = NULL;
+    ls->ctx->be.coll->mesh_free(c.mesh->mesh); /* aborted or unusable: the next call makes a new one */
+    c.mesh->mesh = NULL;
   }
   for (int64_t i = 0; c.vals && i < c.m.n_devices * body->n_vars; i++) kiln_array_release(c.vals[i]);
   pthread_mutex_unlock(&ls->mu);
