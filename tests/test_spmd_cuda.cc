@@ -467,6 +467,18 @@ kiln_tree *WithCallback(kiln_trace *t, const kiln_tree *args, void *) {
   return kiln_tree_val(kiln_psum(t, r, "i"));
 }
 
+kiln_tree *PsumBranch(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_tree_val(kiln_psum(t, kiln_arg(args, 0), "i"));
+}
+kiln_tree *Identity(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_tree_val(kiln_arg(args, 0));
+}
+// A psum inside a cond: no step of its own exists for it.
+kiln_tree *CondPsum(kiln_trace *t, const kiln_tree *args, void *user) {
+  kiln_func *const *branches = static_cast<kiln_func *const *>(user);
+  return kiln_cond(t, kiln_scalar(t, KILN_BOOL, 1), branches[0], branches[1], args);
+}
+
 // What the lockstep driver refuses, with the reason; NCCL missing names it.
 TEST_F(SpmdCuda, RefusalsNameTheirReason) {
   Mesh({n_}, {"i"});
@@ -477,6 +489,14 @@ TEST_F(SpmdCuda, RefusalsNameTheirReason) {
   std::vector<float> y;
   EXPECT_EQ(Call(sm, {n_ * 4}, &y), KILN_ERR_UNIMPLEMENTED);
   EXPECT_TRUE(Contains(kiln_last_error(), "effects")) << kiln_last_error();
+  kiln_func *branches[2] = {nullptr, nullptr}, *cond = nullptr, *sm2 = nullptr;
+  ASSERT_EQ(kiln_func_new(PsumBranch, nullptr, "psum", &branches[0]), KILN_OK);
+  ASSERT_EQ(kiln_func_new(Identity, nullptr, "id", &branches[1]), KILN_OK);
+  ASSERT_EQ(kiln_func_new(CondPsum, branches, "cond", &cond), KILN_OK);
+  funcs_.insert(funcs_.end(), {branches[0], branches[1], cond});
+  ASSERT_EQ(ShardMapOf(cond, mesh_, "i", "i", 0, &sm2), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(Call(sm2, {n_ * 4}, &y), KILN_ERR_UNIMPLEMENTED);
+  EXPECT_TRUE(Contains(kiln_last_error(), "holds a psum")) << kiln_last_error();
 #ifdef KILN_FAKE_NCCL_LIBRARY
   kiln_ctx *bare = nullptr;
   kiln_mesh *m = nullptr;

@@ -74,13 +74,13 @@ void kdist_lockstep_free(kdist_lockstep *ls) {
 static kiln_status mesh_get(kdist_lockstep *ls, const char *text, int64_t n, coll_mesh **out) {
   coll_mesh *m = ls->meshes;
   while (m && strcmp(m->text, text)) m = m->next;
-  if (!m && !(m = calloc(1, sizeof *m)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  if (!m->text) {
+  if (!m) {
+    if (!(m = calloc(1, sizeof *m)) || !(m->text = kcore_strdup(text))) {
+      free(m);
+      return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+    }
     m->next = ls->meshes;
     ls->meshes = m;
-    if (!(m->text = kcore_strdup(text)))
-      return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   }
   *out = m;
   return m->mesh ? KILN_OK : ls->ctx->be.coll->mesh_new(&ls->ctx->be, (int)n, &m->mesh);
