@@ -86,7 +86,8 @@ class SpmdCuda : public ::testing::Test {
     unsetenv("KILN_FAKE_NCCL_ABSENT_RANK");
     unsetenv("KILN_COLLECTIVE_TIMEOUT");
 #ifdef KILN_FAKE_NCCL_LIBRARY
-    EXPECT_EQ(KctFakeLiveObjects(KILN_FAKE_NCCL_LIBRARY, "kiln_fake_nccl_live_objects"), 0)
+    // -1: a skipped test never loaded the stand-in NCCL.
+    EXPECT_LE(KctFakeLiveObjects(KILN_FAKE_NCCL_LIBRARY, "kiln_fake_nccl_live_objects"), 0)
         << "communicators left behind";
     EXPECT_EQ(KctFakeLiveObjects(), 0) << "driver objects left behind";
 #endif
@@ -470,7 +471,7 @@ kiln_tree *WithCallback(kiln_trace *t, const kiln_tree *args, void *) {
 kiln_tree *PsumBranch(kiln_trace *t, const kiln_tree *args, void *) {
   return kiln_tree_val(kiln_psum(t, kiln_arg(args, 0), "i"));
 }
-kiln_tree *Identity(kiln_trace *t, const kiln_tree *args, void *) {
+kiln_tree *Identity(kiln_trace *, const kiln_tree *args, void *) {
   return kiln_tree_val(kiln_arg(args, 0));
 }
 // A psum inside a cond: no step of its own exists for it.
