@@ -182,9 +182,14 @@ void kiln_padded_free(kiln_padded *p);
  * through kiln_jit: on CPU devices each device of the mesh runs the body on
  * its own thread, the collectives moving data between them; the reference
  * executor (KILN_EXECUTOR=reference) evaluates the body for every device in
- * lockstep instead. A mesh of CUDA devices is KILN_ERR_UNIMPLEMENTED (the
- * NCCL path is not wired in yet). The mesh's devices are taken to be the
- * context's first ones in order. */
+ * lockstep instead. On CUDA devices one thread enqueues every device's
+ * work in lockstep, the collectives through NCCL (libnccl.so.2, or the
+ * library KILN_NCCL_LIBRARY names; without one this fails with
+ * KILN_ERR_COLLECTIVE naming NCCL); bodies with effects, or with
+ * collectives inside control flow, are KILN_ERR_UNIMPLEMENTED there.
+ * Collectives give up after KILN_COLLECTIVE_TIMEOUT seconds (300) with
+ * KILN_ERR_COLLECTIVE. The mesh's devices are taken to be the context's
+ * first ones in order. */
 kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree *in_specs,
                            const kiln_tree *out_specs, int check_rep, kiln_func **out);
 

@@ -107,6 +107,55 @@ typedef struct kdev_exec_ops {
   void (*free)(kdev_exec *x);
 } kdev_exec_ops;
 
+/* ---- the backend interface: collectives over device memory ----
+ * A backend whose devices' memory the host does not address runs a mesh's
+ * collectives itself (NCCL on CUDA). One call covers every device of the
+ * mesh at once (one thread drives them all): in[i] / out[i] are device i's
+ * buffers. Calls only enqueue, ordered after the inputs' writes; `wait`
+ * waits for everything queued on the mesh, bounded by
+ * KILN_COLLECTIVE_TIMEOUT. */
+typedef enum kdev_coll_kind {
+  KDEV_COLL_ALL_REDUCE,     /* out = reduce over the group (count elements) */
+  KDEV_COLL_ALL_GATHER,     /* out = every rank's in, rank-major */
+  KDEV_COLL_REDUCE_SCATTER, /* rank r gets the sum of every rank's block r */
+  KDEV_COLL_ALL_TO_ALL,     /* block j of rank r goes to rank j as its block r */
+  KDEV_COLL_PPERMUTE        /* pairs of (source, destination); others get zeros */
+} kdev_coll_kind;
+
+typedef struct kdev_coll {
+  kdev_coll_kind kind;
+  const char *name;  /* "psum", for messages */
+  const char *axes;  /* "data,model": names the groups (cached by it) */
+  const int *color, *rank; /* per device: its group and its rank in it */
+  kiln_dtype dtype;
+  int64_t count;     /* elements of each device's input */
+  int reduce;        /* ALL_REDUCE: 0 sum, 1 max, 2 min */
+  int npairs;
+  const int (*pairs)[2];
+  /* Layout moves around the call, [outer][size][block] <-> [size][outer]
+   * [block] in elements (outer 1: none): the input to rank-major before it,
+   * the result from rank-major after it. */
+  int64_t in_outer, in_block, out_outer, out_block;
+} kdev_coll;
+
+typedef struct kdev_coll_ops {
+  /* Fails naming the collective library when it cannot be used. */
+  kiln_status (*probe)(kdev_backend *b);
+  kiln_status (*mesh_new)(kdev_backend *b, int n, void **mesh); /* the first n devices */
+  void (*mesh_free)(void *mesh);
+  kiln_status (*run)(void *mesh, const kdev_coll *c, kdev_buffer *const *in,
+                     kdev_buffer *const *out);
+  /* All-reduce of n_ops operands in place, packed into a few buckets (c:
+   * the reduction, axes and groups; its dtype and count are unused):
+   * bufs[k * n + i] is operand k on device i, dtypes[k] and counts[k] its
+   * type and elements. */
+  kiln_status (*all_reduce_many)(void *mesh, const kdev_coll *c, int n_ops,
+                                 const kiln_dtype *dtypes, const int64_t *counts,
+                                 kdev_buffer *const *bufs);
+  /* A failure (timeout, asynchronous error) leaves the mesh broken: free it. */
+  kiln_status (*wait)(void *mesh);
+} kdev_coll_ops;
+
 struct kiln_device {
   kiln_ctx *ctx;          /* opaque here: the runtime's */
   kdev_backend *backend;  /* the backend that opened it */
@@ -126,6 +175,7 @@ struct kdev_backend {
   kiln_device *devices;
   void *state;
   const kdev_exec_ops *exec;      /* NULL: the reference executor runs everything */
+  const kdev_coll_ops *coll;      /* NULL: collectives run on host memory (CPU) */
   void (*close)(kdev_backend *b); /* frees the devices' impl, the devices and state */
   _Atomic int64_t live_arrays;
 };

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "device/device.h"
+#include "ir/ir.h"
 #include "kiln/dist.h"
 
 #ifdef __cplusplus
@@ -87,10 +88,67 @@ const char *kdist_path_name(const kiln_path *p, char *buf, size_t cap);
  * all of ctx's), arrays split along axis 0. */
 kiln_status kdist_stack_sharding(const char *op, kiln_ctx *ctx, int ndevices,
                                  kiln_device *const *devices, kiln_sharding **out);
-/* Makes the context's jitted programs run shard_map on one thread per
- * device of its mesh, the body compiled once per device and the collectives
- * through the CPU rendezvous (spmd_run.c); idempotent. */
+/* Makes the context's jitted programs run shard_map across its devices
+ * (spmd_run.c); idempotent. On CPU devices: one thread per device of the
+ * mesh, the body compiled once per device and the collectives through the
+ * CPU rendezvous. On a backend with kdev_coll_ops (CUDA): in lockstep
+ * (spmd_lockstep.c); fails naming the collective library when it is not
+ * usable. Other backends are KILN_ERR_UNIMPLEMENTED. */
 kiln_status kdist_spmd_install(kiln_ctx *ctx);
+
+/* ---- shard_map across devices (spmd_run.c, spmd_steps.c, spmd_lockstep.c) ---- */
+/* The shard_map equation e alone as a program's text, so that a copy parsed
+ * back from it owns a body whose collectives are bound (malloc'ed; NULL:
+ * out of memory). */
+char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out);
+/* The mesh axes collective e runs over, as indices: ppermute numbers its
+ * ranks in mesh order (as JAX), the others in the order named. */
+kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax);
+/* KILN_COLLECTIVE_TIMEOUT in seconds (a positive number), else 300. */
+double kdist_collective_timeout(void);
+
+/* A body split for lockstep execution: the equations between two
+ * collectives as one program compiled for every device, and each
+ * collective (axis_index too) as a step of its own. */
+typedef enum kdist_step_kind {
+  KDIST_STEP_COMPUTE,
+  KDIST_STEP_COLLECTIVE,
+  KDIST_STEP_COPY /* a reshape: the operand's bytes copied on the device */
+} kdist_step_kind;
+typedef struct kdist_step {
+  kdist_step_kind kind;
+  const kir_eqn *e;  /* COLLECTIVE, COPY: the body's equation */
+  kir_program *prog; /* COMPUTE: its equations as a root program */
+  int n_in, n_out;
+  kir_vid *in, *out; /* COMPUTE: the body vars it reads, and those later steps read */
+  bool *donated;     /* COMPUTE: per invar, all false */
+  kdev_exec **x;     /* COMPUTE: per device */
+} kdist_step;
+
+typedef struct kdist_plan {
+  char *text; /* kdist_shard_map_text: the cache key, with n */
+  int64_t n;  /* devices */
+  kir_program *prog; /* parsed from text: owns body */
+  const kir_program *body;
+  int n_steps;
+  kdist_step *steps;
+  struct kdist_plan *next;
+} kdist_plan;
+
+/* Splits and compiles (for the context's first n devices). Bodies with
+ * effects, or with collectives below their top level, are
+ * KILN_ERR_UNIMPLEMENTED. */
+kiln_status kdist_plan_build(kiln_ctx *ctx, const char *text, int64_t n, kdist_plan **out);
+void kdist_plan_free(kiln_ctx *ctx, kdist_plan *p); /* NULL is allowed */
+void kdist_step_free(kiln_ctx *ctx, int64_t n, kdist_step *s);
+
+/* The lockstep runner of a context: its plans and its collective mesh. */
+typedef struct kdist_lockstep kdist_lockstep;
+kiln_status kdist_lockstep_new(kiln_ctx *ctx, kdist_lockstep **out);
+void kdist_lockstep_free(kdist_lockstep *ls); /* NULL is allowed */
+/* Evaluates shard_map equation e on global host values in -> out. */
+kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_buffer *in,
+                               kir_buffer *out);
 
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);

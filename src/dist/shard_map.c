@@ -362,10 +362,6 @@ kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree 
   if (!f || !mesh || !in_specs || !out_specs)
     return kcore_fail(KILN_ERR_ARGUMENT, "kiln_shard_map: %s is NULL",
                       !f ? "f" : !mesh ? "mesh" : !in_specs ? "in_specs" : "out_specs");
-  if (kiln_ctx_backend(mesh->ctx) != KILN_BACKEND_CPU)
-    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: a mesh of %s devices needs the "
-                      "NCCL collectives, which this build does not run yet; use CPU devices",
-                      kiln_backend_name(kiln_ctx_backend(mesh->ctx)));
   kiln_status st = kdist_spmd_install(mesh->ctx);
   if (st) return st;
   kdist_smap *s = calloc(1, sizeof *s);

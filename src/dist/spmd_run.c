@@ -6,7 +6,11 @@
  * reductions, a timeout, failure spread to every member). Bodies with
  * effects run on the reference evaluators, still one thread per device. A
  * device that fails reports it to every group it belongs to, so no member
- * waits for it; the call returns the first device's own error. */
+ * waits for it; the call returns the first device's own error. A member
+ * that does not arrive within KILN_COLLECTIVE_TIMEOUT seconds (300 unless
+ * set) fails the collective the same way. On a backend with collectives of
+ * its own (CUDA: NCCL) every shard_map runs in lockstep instead
+ * (spmd_lockstep.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,13 +73,12 @@ typedef struct spmd_state {
   kiln_ctx *ctx;
   pthread_mutex_t mu; /* guards entries */
   body_entry *entries;
+  kdist_lockstep *lockstep; /* a backend with collectives of its own: runs every shard_map */
 } spmd_state;
 
 /* ---- groups ---- */
 
-/* The axes a collective runs over, as indices; ppermute numbers its ranks
- * in mesh order (as JAX), the others in the order named. */
-static kiln_status coll_axis_list(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
+kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
   kiln_status st = kir_axes_parse(kir_prim_name(e->prim), kir_collective_axes(e, NULL), m, na, ax);
   for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
     for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
@@ -110,10 +113,17 @@ static kiln_status add_set(spmd_run *r, int na, const int *ax) {
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   r->n_sets++;
   for (int64_t i = 0; i < s->n_groups; i++) {
-    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, KCPU_COLL_DEFAULT_TIMEOUT_S, &s->g[i]);
+    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, kdist_collective_timeout(), &s->g[i]);
     if (st) return st;
   }
   return KILN_OK;
+}
+
+double kdist_collective_timeout(void) {
+  const char *v = getenv("KILN_COLLECTIVE_TIMEOUT");
+  char *end;
+  double x = v && *v ? strtod(v, &end) : 0;
+  return v && *v && !*end && x > 0 ? x : KCPU_COLL_DEFAULT_TIMEOUT_S;
 }
 
 typedef struct scan_state {
@@ -127,7 +137,7 @@ static void scan_program(kir_program *p, void *user) {
     const kir_eqn *e = &p->eqns[i];
     int na, ax[KIR_MESH_MAX_AXES];
     if (kir_collective_axes(e, NULL) && e->prim != KIR_PRIM_AXIS_INDEX) {
-      s->st = coll_axis_list(&s->r->m, e, &na, ax);
+      s->st = kdist_coll_axes(&s->r->m, e, &na, ax);
       if (!s->st) s->st = add_set(s->r, na, ax);
     }
     kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, scan_program, user);
@@ -167,7 +177,7 @@ static void blocks_to_front(const char *src, char *dst, int64_t outer, int64_t n
 static kiln_status device_collective(const device_run *dr, const kir_eqn *e, const kir_buffer *in,
                                      kir_buffer *out) {
   int na, ax[KIR_MESH_MAX_AXES], rank;
-  kiln_status st = coll_axis_list(&dr->run->m, e, &na, ax);
+  kiln_status st = kdist_coll_axes(&dr->run->m, e, &na, ax);
   axis_groups *set = st ? NULL : find_set(dr->run, na, ax);
   if (e->prim == KIR_PRIM_AXIS_INDEX) {
     int64_t r = 0;
@@ -344,17 +354,17 @@ static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_
   return KILN_OK;
 }
 
-/* The body's cached executables (NULL: run it on the reference
- * evaluators: it has effects, or the backend builds none). */
-/* The shard_map equation alone as a program's text: the copy it parses
- * back to owns a body whose collectives are bound (and verified). */
-static char *wrapper_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out,
-                          const char *body) {
+char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out) {
   const kir_p_shard_map *p = &e->params.shard_map;
+  char *body = NULL;
+  if (kir_print(p->jaxpr, &body)) return NULL;
   size_t cap = strlen(body) + strlen(p->in_specs) + strlen(p->out_specs) + strlen(p->mesh) +
                (size_t)(e->n_in + e->n_out) * (KIR_AVAL_STR_CAP + 16) + 256;
   char *t = malloc(cap), a[KIR_AVAL_STR_CAP];
-  if (!t) return NULL;
+  if (!t) {
+    free(body);
+    return NULL;
+  }
   size_t n = (size_t)snprintf(t, cap, "{ lambda ; ");
   for (int k = 0; k < e->n_in; k++)
     n += (size_t)snprintf(t + n, cap - n, "%sx%d:%s", k ? " " : "", k, kir_aval_str(&in[k].aval, a, sizeof a));
@@ -367,8 +377,12 @@ static char *wrapper_text(const kir_eqn *e, const kir_buffer *in, const kir_buff
   n += (size_t)snprintf(t + n, cap - n, " in (");
   for (int k = 0; k < e->n_out; k++) n += (size_t)snprintf(t + n, cap - n, "%sy%d", k ? ", " : "", k);
   snprintf(t + n, cap - n, "%s) }", e->n_out == 1 ? "," : "");
+  free(body);
   return t;
 }
+
+/* The body's cached executables (NULL: run it on the reference
+ * evaluators: it has effects, or the backend builds none). */
 
 static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *in,
                              const kir_buffer *out, int64_t n, body_entry **found) {
@@ -376,12 +390,9 @@ static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *
   *found = NULL;
   if (!s || !s->ctx->be.exec || kir_program_has_effect(body) || n > s->ctx->be.num_devices)
     return KILN_OK;
-  char *body_text = NULL, *text = NULL;
-  kiln_status st = kir_print(body, &body_text);
-  if (!st && !(text = wrapper_text(e, in, out, body_text)))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  free(body_text);
-  if (st) return st;
+  kiln_status st = KILN_OK;
+  char *text = kdist_shard_map_text(e, in, out);
+  if (!text) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   pthread_mutex_lock(&s->mu);
   body_entry *b = s->entries;
   while (b && (b->n != n || strcmp(b->text, text))) b = b->next;
@@ -402,6 +413,7 @@ static void state_free(void *p) {
     entry_free(s->ctx, s->entries);
     s->entries = next;
   }
+  kdist_lockstep_free(s->lockstep);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
@@ -418,6 +430,8 @@ static void run_free(spmd_run *r) {
 static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
                                           void *ctx) {
   const kir_eval_env *env = ctx;
+  const spmd_state *state = env->user;
+  if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
   const kir_p_shard_map *p = &e->params.shard_map;
   const kir_program *body = p->jaxpr;
   spmd_run run = {0};
@@ -495,6 +509,12 @@ kiln_status kdist_spmd_install(kiln_ctx *ctx) {
     spmd_state *s = calloc(1, sizeof *s);
     if (!s) {
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
+    } else if (ctx->be.kind != KILN_BACKEND_CPU &&
+               (st = !ctx->be.coll ? kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: the %s "
+                                                "backend runs no collectives",
+                                                kiln_backend_name(ctx->be.kind))
+                                   : kdist_lockstep_new(ctx, &s->lockstep))) {
+      free(s);
     } else {
       s->table = *kir_reference_evals();
       s->table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;

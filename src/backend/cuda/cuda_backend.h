@@ -847,6 +847,8 @@ kiln_status kcuda_coll_all_reduce_leaves(kcuda_coll_group *g, int nleaves,
                                          size_t bucket_bytes);
 /* Waits for every collective queued on the mesh (see above). */
 kiln_status kcuda_coll_wait(kcuda_coll_mesh *m);
+/* The engine as the backend interface offers it (collective_ops.c). */
+extern const kdev_coll_ops kcuda_coll_ops;
 /* ==== end of NCCL ==== */
 
 #endif

@@ -420,6 +420,7 @@ kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b) {
   b->state = s;
   b->close = kcuda_backend_close;
   b->exec = &kcuda_exec_ops;
+  b->coll = &kcuda_coll_ops;
   kcore_log(config->opts.log_level, KILN_LOG_INFO, "cuda: driver %d.%d, %d device(s)",
             s->drv.version / 1000, s->drv.version % 1000 / 10, count);
   return KILN_OK;
