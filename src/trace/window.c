@@ -65,10 +65,17 @@ kiln_val *kiln_select_and_scatter_add(kiln_trace *t, kiln_val *source, kiln_val 
 /* flax.linen.pool's window over x: ones on the batch dims and the feature
  * dim, the pooling window on the n dims before the last; string padding as
  * lax.padtype_to_pads. */
+typedef struct ktr_pool {
+  int64_t dims[KIR_MAX_RANK], steps[KIR_MAX_RANK], pad[2 * KIR_MAX_RANK];
+  kiln_window w;
+} ktr_pool;
+
 static bool ktr_pool_window(kiln_trace *t, const char *op, kiln_val *x, int n,
                             const int64_t *window_shape, const int64_t *strides,
-                            const char *padding, const int64_t *pads, int64_t *dims,
-                            int64_t *steps, int64_t *pad) {
+                            const char *padding, const int64_t *pads, ktr_pool *pl) {
+  if (!ktr_ok(t, op, 1, &x)) return false;
+  int64_t *dims = pl->dims, *steps = pl->steps, *pad = pl->pad;
+  pl->w = (kiln_window){dims, steps, pad, NULL, NULL};
   const kir_aval *a = ktr_aval(x);
   char ty[KIR_AVAL_STR_CAP];
   if (n < 1 || a->rank < n + 1 || (n > 0 && !window_shape)) {
@@ -105,24 +112,18 @@ static bool ktr_pool_window(kiln_trace *t, const char *op, kiln_val *x, int n,
 kiln_val *kiln_max_pool(kiln_trace *t, kiln_val *x, int n, const int64_t *window_shape,
                         const int64_t *strides, const char *padding, const int64_t *pads) {
   static const char op[] = "kiln_max_pool";
-  int64_t dims[KIR_MAX_RANK], steps[KIR_MAX_RANK], pad[2 * KIR_MAX_RANK];
-  if (!ktr_ok(t, op, 1, &x) ||
-      !ktr_pool_window(t, op, x, n, window_shape, strides, padding, pads, dims, steps, pad))
-    return NULL;
-  kiln_window w = {dims, steps, pad, NULL, NULL};
-  return ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_MAX, x, &w);
+  ktr_pool pl;
+  if (!ktr_pool_window(t, op, x, n, window_shape, strides, padding, pads, &pl)) return NULL;
+  return ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_MAX, x, &pl.w);
 }
 
 kiln_val *kiln_avg_pool(kiln_trace *t, kiln_val *x, int n, const int64_t *window_shape,
                         const int64_t *strides, const char *padding, const int64_t *pads,
                         int count_include_pad) {
   static const char op[] = "kiln_avg_pool";
-  int64_t dims[KIR_MAX_RANK], steps[KIR_MAX_RANK], pad[2 * KIR_MAX_RANK];
-  if (!ktr_ok(t, op, 1, &x) ||
-      !ktr_pool_window(t, op, x, n, window_shape, strides, padding, pads, dims, steps, pad))
-    return NULL;
-  kiln_window w = {dims, steps, pad, NULL, NULL};
-  kiln_val *sum = ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_SUM, x, &w);
+  ktr_pool pl;
+  if (!ktr_pool_window(t, op, x, n, window_shape, strides, padding, pads, &pl)) return NULL;
+  kiln_val *sum = ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_SUM, x, &pl.w);
   if (!sum) return NULL;
   if (count_include_pad) {
     double size = 1;
@@ -135,5 +136,5 @@ kiln_val *kiln_avg_pool(kiln_trace *t, kiln_val *x, int n, const int64_t *window
   memcpy(shape, a->shape, sizeof shape);
   shape[a->rank - 1] = 1;
   kiln_val *ones = kiln_full(t, KILN_F32, a->rank, shape, 1.0);
-  return kiln_div(t, sum, ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_SUM, ones, &w));
+  return kiln_div(t, sum, ktr_reduce_window(t, op, KIR_PRIM_REDUCE_WINDOW_SUM, ones, &pl.w));
 }
