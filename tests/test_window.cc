@@ -239,6 +239,36 @@ TEST(WindowText, GradJaxprRoundTrips) {
   kir_program_free(q);
 }
 
+// On the C target a lone float window op is its own kernel (codegen/window.c).
+TEST(WindowText, CTargetCompilesWindowKernels) {
+  ScopedEnv exec("KILN_EXECUTOR", "fused");
+  Ctx c;
+  Func loss(VmapLoss, nullptr, "loss");
+  kiln_func *g = nullptr;
+  ASSERT_EQ(kiln_value_and_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
+  Func gf(g);
+  GoldenArray x0 = W("vmap", "x0");
+  x0.shape = {4, 6};
+  x0.v.resize(24);
+  kiln_tree *args = Tuple({Leaf(c.dev, x0), Leaf(c.dev, W("vmap", "c"))});
+  kiln_jit *j = nullptr;
+  kiln_lowered *l = nullptr;
+  kiln_compiled *comp = nullptr;
+  char *text = nullptr;
+  ASSERT_EQ(kiln_jit_new(c.ctx, gf.f, nullptr, &j), KILN_OK);
+  ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_lowered_compile(l, &comp), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_compiled_as_text(comp, &text), KILN_OK);
+  std::string s(text);
+  free(text);
+  EXPECT_NE(s.find("kiln_window_reduce_window_max_"), std::string::npos) << s;
+  EXPECT_NE(s.find("kiln_window_select_and_scatter_add_"), std::string::npos) << s;
+  kiln_compiled_free(comp);
+  kiln_lowered_free(l);
+  kiln_jit_free(j);
+  kiln_tree_free(args);
+}
+
 // Bad windows: a clear status naming the op and the operand's type.
 kiln_tree *BadWindow(kiln_trace *t, const kiln_tree *a, void *u) {
   const kiln_window *w = (const kiln_window *)u;
