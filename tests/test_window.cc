@@ -199,6 +199,14 @@ TEST_P(Window, VmapEachAxis) {
 
 INSTANTIATE_TEST_SUITE_P(Executors, Window, ::testing::Values("fused", "reference"));
 
+// VmapLoss's arguments: the vmap case's first example and its cotangent.
+kiln_tree *LossArgs(Ctx &c) {
+  GoldenArray x0 = W("vmap", "x0");
+  x0.shape = {4, 6};
+  x0.v.resize(24);
+  return Tuple({Leaf(c.dev, x0), Leaf(c.dev, W("vmap", "c"))});
+}
+
 // The jaxpr of max-pool's gradient prints JAX's spellings and parses back.
 TEST(WindowText, GradJaxprRoundTrips) {
   Ctx c;
@@ -206,10 +214,7 @@ TEST(WindowText, GradJaxprRoundTrips) {
   kiln_func *g = nullptr;
   ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
   Func gf(g);
-  GoldenArray x0 = W("vmap", "x0");  // its first example
-  x0.shape = {4, 6};
-  x0.v.resize(24);
-  kiln_tree *args = Tuple({Leaf(c.dev, x0), Leaf(c.dev, W("vmap", "c"))});
+  kiln_tree *args = LossArgs(c);
   char *text = nullptr;
   ASSERT_EQ(kiln_make_jaxpr(c.ctx, gf.f, args, &text), KILN_OK) << kiln_last_error();
   kiln_tree_free(args);
@@ -247,10 +252,7 @@ TEST(WindowText, CTargetCompilesWindowKernels) {
   kiln_func *g = nullptr;
   ASSERT_EQ(kiln_value_and_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
   Func gf(g);
-  GoldenArray x0 = W("vmap", "x0");
-  x0.shape = {4, 6};
-  x0.v.resize(24);
-  kiln_tree *args = Tuple({Leaf(c.dev, x0), Leaf(c.dev, W("vmap", "c"))});
+  kiln_tree *args = LossArgs(c);
   kiln_jit *j = nullptr;
   kiln_lowered *l = nullptr;
   kiln_compiled *comp = nullptr;
