@@ -441,7 +441,8 @@ class Gen {
                                                KIR_PRIM_REDUCE_AND, KIR_PRIM_REDUCE_OR};
     static const std::vector<kir_prim> cums = {KIR_PRIM_CUMSUM, KIR_PRIM_CUMPROD,
                                                KIR_PRIM_CUMMAX, KIR_PRIM_CUMMIN};
-    switch (Int(0, 3)) {
+    switch (Int(0, 4)) {
+      case 3: Window(s); break;
       case 0:
         par.axes.axes = Dims(Subset(t.rank));
         Add(s, Pick(reds), &par, {x});
@@ -469,6 +470,40 @@ class Gen {
         Add(s, KIR_PRIM_SORT, &par, in);
       }
     }
+  }
+
+  // reduce_window_*, then select_and_gather_add / select_and_scatter_add
+  // over the same window when x is a float.
+  void Window(Scope &s) {
+    kir_vid x = VarIn(s, KIR_DT_NUM, 1);
+    if (x == KIR_NO_VAR) return;
+    const kir_aval t = Type(s, x);
+    kir_params par = Zero();
+    kir_p_window &w = par.window;
+    w.window_dimensions.n = w.window_strides.n = w.base_dilation.n = w.window_dilation.n = t.rank;
+    w.padding.n = t.rank;
+    for (int d = 0; d < t.rank; d++) {
+      w.window_dimensions.v[d] = Int(1, 3);
+      w.window_strides.v[d] = Int(1, 2);
+      w.base_dilation.v[d] = Coin(0.8) ? 1 : 2;
+      w.window_dilation.v[d] = Coin(0.8) ? 1 : 2;
+      w.padding.lo[d] = Int(0, 1);
+      w.padding.hi[d] = Int(-1, 1);
+    }
+    static const std::vector<kir_prim> ops = {
+        KIR_PRIM_REDUCE_WINDOW_SUM, KIR_PRIM_REDUCE_WINDOW_MAX, KIR_PRIM_REDUCE_WINDOW_MIN};
+    std::vector<kir_vid> y;
+    if (!Add(s, Pick(ops), &par, {x}, &y) || !kiln_dtype_is_float(t.dtype)) return;
+    w.select_prim = Coin() ? KIR_PRIM_GE : KIR_PRIM_LE;
+    kir_params gather = Zero();
+    gather.select_gather = w;
+    Add(s, KIR_PRIM_SELECT_AND_GATHER_ADD, &gather, {x, x});
+    w.base_dilation.n = w.window_dilation.n = 0;
+    for (int d = 0; d < t.rank; d++) w.base_dilation.v[d] = w.window_dilation.v[d] = 0;
+    kir_params scatter = Zero();
+    scatter.select_scatter = w;
+    if (!Add(s, KIR_PRIM_REDUCE_WINDOW_SUM, &par, {x}, &y)) return;
+    Add(s, KIR_PRIM_SELECT_AND_SCATTER_ADD, &scatter, {y[y.size() - 1], x});
   }
 
   void Effects(Scope &s) {

@@ -117,6 +117,35 @@ kiln_val *kiln_one_hot(kiln_trace *t, kiln_val *indices, int64_t num_classes, ki
 kiln_val *kiln_scatter_add(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
                            int axis);
 
+/* ---- windows (lax.reduce_window_*, Flax's pooling) ---- */
+/* lax's window over an operand of rank r: r window sizes; r strides, r
+ * (low, high) padding pairs stored as padding[2d], padding[2d+1], r base
+ * and r window dilations, each NULL for the default (1, (0, 0), 1). */
+typedef struct kiln_window {
+  const int64_t *dimensions;
+  const int64_t *strides;
+  const int64_t *padding;
+  const int64_t *base_dilation;
+  const int64_t *window_dilation;
+} kiln_window;
+kiln_val *kiln_reduce_window_sum(kiln_trace *t, kiln_val *x, const kiln_window *w);
+kiln_val *kiln_reduce_window_max(kiln_trace *t, kiln_val *x, const kiln_window *w);
+kiln_val *kiln_reduce_window_min(kiln_trace *t, kiln_val *x, const kiln_window *w);
+/* Max-pool's gradient (lax's _select_and_scatter_add): each source element
+ * (one per window) is added where its window's max (select_ge nonzero: lax.ge)
+ * or min (lax.le) of operand is, ties to the first; w's dilations must be NULL. */
+kiln_val *kiln_select_and_scatter_add(kiln_trace *t, kiln_val *source, kiln_val *operand,
+                                      int select_ge, const kiln_window *w);
+/* flax.linen.max_pool / avg_pool over x of shape (batch..., spatial[n],
+ * features): n window sizes, n strides (NULL: 1), and padding "VALID" or
+ * "SAME", or NULL with n (low, high) pairs in pads. avg_pool divides by the
+ * window size, or (count_include_pad 0) by the count of non-padding elements. */
+kiln_val *kiln_max_pool(kiln_trace *t, kiln_val *x, int n, const int64_t *window_shape,
+                        const int64_t *strides, const char *padding, const int64_t *pads);
+kiln_val *kiln_avg_pool(kiln_trace *t, kiln_val *x, int n, const int64_t *window_shape,
+                        const int64_t *strides, const char *padding, const int64_t *pads,
+                        int count_include_pad);
+
 /* ---- reductions ---- */
 kiln_val *kiln_reduce_sum(kiln_trace *t, kiln_val *x, int n, const int *axes);
 kiln_val *kiln_reduce_max(kiln_trace *t, kiln_val *x, int n, const int *axes);

@@ -122,6 +122,12 @@ typedef struct kcg_kernel {
 kiln_status kcg_emit(const kir_program *p, const kfuse_group *g, const kcg_target_info *t,
                      kcg_kernel *out);
 void kcg_kernel_free(kcg_kernel *k);
+/* The kernel of one window equation e of p (reduce_window_*,
+ * select_and_gather_add, select_and_scatter_add; float dtypes): a LOOP
+ * kernel of the same ABI, one item per result element, its operands then
+ * its result in args (window.c). Not dispatched by the backends yet. */
+kiln_status kcg_emit_window(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                            kcg_kernel *out);
 
 /* The text of a file of kernels/ embedded at build time ("prelude.h",
  * "reduce.h", "threefry.h", ...); NULL if there is none of that name. */

@@ -17,6 +17,8 @@ static void kir_ad_build(void) {
   kir_shape_batch(&g_rules);
   kir_dot_batch(&g_rules);
   kir_gather_batch(&g_rules);
+  kir_window_ad(&g_rules);
+  kir_window_batch(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

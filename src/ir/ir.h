@@ -133,6 +133,7 @@ typedef enum kir_family {
   KIR_FAMILY_CONTROL,     /* control.c: cond, while, scan, debug_print, host_callback */
   KIR_FAMILY_RNG,         /* rng.c */
   KIR_FAMILY_COLLECTIVE,  /* collective.c: psum, all_gather, ..., shard_map */
+  KIR_FAMILY_WINDOW,      /* window.c: reduce_window_*, select_and_{gather,scatter}_add */
   KIR_NUM_FAMILIES
 } kir_family;
 
@@ -376,6 +377,17 @@ typedef struct kir_p_shard_map {
   const char *mesh;
   const char *out_specs;
 } kir_p_shard_map;
+/* reduce_window_{sum,max,min} (kind WINDOW), select_and_gather_add
+ * (SELECT_GATHER: WINDOW's fields and select_prim) and select_and_scatter_add
+ * (SELECT_SCATTER: no dilations). padding holds (lo, hi) pairs (interior
+ * unused); select_prim is KIR_PRIM_GE or KIR_PRIM_LE; dilations with n == 0
+ * (a kind without them) mean all ones. */
+typedef struct kir_p_window {
+  kir_sizes base_dilation;
+  kir_padding padding;
+  int64_t select_prim;
+  kir_sizes window_dilation, window_dimensions, window_strides;
+} kir_p_window;
 typedef struct kir_p_debug_print { const char *fmt; /* arena */ } kir_p_debug_print;
 /* callback is an id the caller resolves (an index into its table of host
  * functions); result_avals are the callback's outputs. */
@@ -420,7 +432,10 @@ typedef struct kir_p_host_callback {
   X(PSUM_SCATTER, psum_scatter, kir_p_psum_scatter)    \
   X(PPERMUTE, ppermute, kir_p_ppermute)                \
   X(ALL_TO_ALL, all_to_all, kir_p_all_to_all)          \
-  X(SHARD_MAP, shard_map, kir_p_shard_map)
+  X(SHARD_MAP, shard_map, kir_p_shard_map)          \
+  X(WINDOW, window, kir_p_window)                    \
+  X(SELECT_GATHER, select_gather, kir_p_window)      \
+  X(SELECT_SCATTER, select_scatter, kir_p_window)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -455,7 +470,9 @@ typedef enum kir_field_type {
   KIR_FIELD_STRING,       /* const char * */
   KIR_FIELD_PROGRAM,      /* kir_program * */
   KIR_FIELD_PROGRAMS,     /* kir_program_list */
-  KIR_FIELD_AVALS         /* kir_aval_list */
+  KIR_FIELD_AVALS,        /* kir_aval_list */
+  KIR_FIELD_PAIRS,        /* kir_padding printed as (lo, hi) pairs, interior 0 */
+  KIR_FIELD_PRIM          /* int64_t holding a kir_prim, printed by name */
 } kir_field_type;
 
 typedef struct kir_field {
@@ -573,6 +590,10 @@ KIR_DECLARE_RULE(kir_rule_ppermute)
 KIR_DECLARE_RULE(kir_rule_all_to_all)
 KIR_DECLARE_RULE(kir_rule_axis_index)
 KIR_DECLARE_RULE(kir_rule_shard_map)
+/* window.c */
+KIR_DECLARE_RULE(kir_rule_reduce_window)
+KIR_DECLARE_RULE(kir_rule_select_and_gather_add)
+KIR_DECLARE_RULE(kir_rule_select_and_scatter_add)
 #undef KIR_DECLARE_RULE
 
 /* ======================================================================
@@ -800,6 +821,7 @@ void kir_call_evals(kir_eval_table *t);
  * collectives have no evaluator of their own: outside a shard_map body they
  * have no devices to run over. */
 void kir_collective_evals(kir_eval_table *t);
+void kir_window_evals(kir_eval_table *t); /* window_eval.c */
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator
@@ -882,6 +904,23 @@ void kir_shard_copy(const kir_mesh *m, const int64_t *coords, const kir_spec *sp
 /* Whether the device at coords holds the copy of a result with that spec
  * that is written back: coordinate 0 on every axis the spec leaves out. */
 bool kir_shard_writes_back(const kir_mesh *m, const int64_t *coords, const kir_spec *spec);
+
+/* ---- window geometry (window.c) ---- */
+/* One window op over an operand: per dimension the operand and result
+ * sizes, the window, stride, low padding and dilations (ones where the
+ * kind has none). */
+typedef struct kir_window_geom {
+  int rank;
+  int64_t in[KIR_MAX_RANK], out[KIR_MAX_RANK], win[KIR_MAX_RANK], stride[KIR_MAX_RANK],
+      lo[KIR_MAX_RANK], base[KIR_MAX_RANK], wdil[KIR_MAX_RANK];
+} kir_window_geom;
+/* Checks p against operand x (list lengths, positive sizes, a window that
+ * fits the padded operand), naming prim and x in the message. */
+kiln_status kir_window_geom_make(kir_prim prim, const kir_p_window *p, const kir_aval *x,
+                                 kir_window_geom *g);
+/* The operand index along d that window element k of result index o reads;
+ * -1 where it falls on padding or between base-dilated elements. */
+int64_t kir_window_source(const kir_window_geom *g, int d, int64_t o, int64_t k);
 
 /* ---- helpers for the rules (rules.c) ---- */
 
@@ -969,6 +1008,8 @@ void kir_reduce_batch(kir_ad_rules *r);
 void kir_shape_batch(kir_ad_rules *r);
 void kir_dot_batch(kir_ad_rules *r);
 void kir_gather_batch(kir_ad_rules *r);
+void kir_window_ad(kir_ad_rules *r);    /* window_ad.c */
+void kir_window_batch(kir_ad_rules *r); /* window_batch.c */
 /* The batched gather of params over operand x[0] and indices x[1] (mapped
  * at bd, -1 for neither; op_elem/idx_elem their per-example types); the
  * result is mapped at 0. */

@@ -80,6 +80,16 @@ static const kir_field kir_f_all_to_all[] = {
 static const kir_field kir_f_shard_map[] = {
     F(shard_map, check_rep, BOOL), F(shard_map, in_specs, STRING), F(shard_map, jaxpr, PROGRAM),
     F(shard_map, mesh, STRING), F(shard_map, out_specs, STRING)};
+static const kir_field kir_f_window[] = {
+    F(window, base_dilation, SIZES), F(window, padding, PAIRS), F(window, window_dilation, SIZES),
+    F(window, window_dimensions, SIZES), F(window, window_strides, SIZES)};
+static const kir_field kir_f_select_gather[] = {
+    F(select_gather, base_dilation, SIZES),     F(select_gather, padding, PAIRS),
+    F(select_gather, select_prim, PRIM),        F(select_gather, window_dilation, SIZES),
+    F(select_gather, window_dimensions, SIZES), F(select_gather, window_strides, SIZES)};
+static const kir_field kir_f_select_scatter[] = {
+    F(select_scatter, padding, PAIRS), F(select_scatter, select_prim, PRIM),
+    F(select_scatter, window_dimensions, SIZES), F(select_scatter, window_strides, SIZES)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -124,6 +134,9 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_PPERMUTE] = KIR_FIELDS(kir_f_ppermute),
     [KIR_PARAMS_ALL_TO_ALL] = KIR_FIELDS(kir_f_all_to_all),
     [KIR_PARAMS_SHARD_MAP] = KIR_FIELDS(kir_f_shard_map),
+    [KIR_PARAMS_WINDOW] = KIR_FIELDS(kir_f_window),
+    [KIR_PARAMS_SELECT_GATHER] = KIR_FIELDS(kir_f_select_gather),
+    [KIR_PARAMS_SELECT_SCATTER] = KIR_FIELDS(kir_f_select_scatter),
 };
 #undef KIR_FIELDS
 
@@ -170,7 +183,8 @@ static int kir_dims_run_len(kir_field_type t) {
 
 static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_params *b) {
   switch (f->type) {
-    case KIR_FIELD_INT: return *CFIELD(a, f, int64_t) == *CFIELD(b, f, int64_t);
+    case KIR_FIELD_INT:
+    case KIR_FIELD_PRIM: return *CFIELD(a, f, int64_t) == *CFIELD(b, f, int64_t);
     case KIR_FIELD_BOOL: return *CFIELD(a, f, bool) == *CFIELD(b, f, bool);
     case KIR_FIELD_DTYPE:
     case KIR_FIELD_OPT_DTYPE: return *CFIELD(a, f, kiln_dtype) == *CFIELD(b, f, kiln_dtype);
@@ -178,6 +192,7 @@ static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_para
     case KIR_FIELD_DIMS: return kir_dims_eq(CFIELD(a, f, kir_dims), CFIELD(b, f, kir_dims));
     case KIR_FIELD_SIZES: return kir_sizes_eq(CFIELD(a, f, kir_sizes), CFIELD(b, f, kir_sizes));
     case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAIRS:
       return kir_padding_eq(CFIELD(a, f, kir_padding), CFIELD(b, f, kir_padding));
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
@@ -240,7 +255,8 @@ static uint64_t kir_program_shape_hash(const kir_program *p, uint64_t h) {
 
 static uint64_t kir_field_hash(const kir_field *f, const kir_params *p, uint64_t h) {
   switch (f->type) {
-    case KIR_FIELD_INT: return kcore_hash_u64(h, (uint64_t)*CFIELD(p, f, int64_t));
+    case KIR_FIELD_INT:
+    case KIR_FIELD_PRIM: return kcore_hash_u64(h, (uint64_t)*CFIELD(p, f, int64_t));
     case KIR_FIELD_BOOL: return kcore_hash_u64(h, *CFIELD(p, f, bool));
     case KIR_FIELD_DTYPE:
     case KIR_FIELD_OPT_DTYPE: return kcore_hash_u64(h, (uint64_t)*CFIELD(p, f, kiln_dtype));
@@ -251,7 +267,8 @@ static uint64_t kir_field_hash(const kir_field *f, const kir_params *p, uint64_t
       h = kcore_hash_u64(h, (uint64_t)s->n);
       return kcore_hash_bytes(h, s->v, (size_t)s->n * sizeof s->v[0]);
     }
-    case KIR_FIELD_PADDING: {
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAIRS: {
       const kir_padding *s = CFIELD(p, f, kir_padding);
       size_t n = (size_t)s->n * sizeof s->lo[0];
       h = kcore_hash_u64(h, (uint64_t)s->n);
@@ -349,6 +366,7 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
                                     kir_params *dst) {
   switch (f->type) {
     case KIR_FIELD_INT:
+    case KIR_FIELD_PRIM:
     case KIR_FIELD_BOOL:
     case KIR_FIELD_DTYPE:
     case KIR_FIELD_OPT_DTYPE:
@@ -378,7 +396,8 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
       memset(s->v + s->n, 0, (size_t)(KIR_MAX_RANK - s->n) * sizeof s->v[0]);
       return KILN_OK;
     }
-    case KIR_FIELD_PADDING: {
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAIRS: {
       kir_padding *s = FIELD(dst, f, kir_padding);
       kiln_status st = kir_count_check(op, f->name, s->n, KIR_MAX_RANK);
       if (st != KILN_OK) return st;
@@ -436,7 +455,8 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
 
 static size_t kir_field_size(kir_field_type t) {
   switch (t) {
-    case KIR_FIELD_INT: return sizeof(int64_t);
+    case KIR_FIELD_INT:
+    case KIR_FIELD_PRIM: return sizeof(int64_t);
     case KIR_FIELD_BOOL: return sizeof(bool);
     case KIR_FIELD_DTYPE:
     case KIR_FIELD_OPT_DTYPE: return sizeof(kiln_dtype);
@@ -444,7 +464,8 @@ static size_t kir_field_size(kir_field_type t) {
     case KIR_FIELD_OPT_F64: return sizeof(kir_opt_f64);
     case KIR_FIELD_DIMS: return sizeof(kir_dims);
     case KIR_FIELD_SIZES: return sizeof(kir_sizes);
-    case KIR_FIELD_PADDING: return sizeof(kir_padding);
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAIRS: return sizeof(kir_padding);
     case KIR_FIELD_DOT_DIMS: return sizeof(kir_dot_dims);
     case KIR_FIELD_GATHER_DIMS: return sizeof(kir_gather_dims);
     case KIR_FIELD_SCATTER_DIMS: return sizeof(kir_scatter_dims);

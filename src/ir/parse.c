@@ -470,7 +470,8 @@ static kiln_status kir_parse_sizes(kir_parser *ps, kir_sizes *s) {
   return kir_parse_ints(ps, '(', ')', s->v, &s->n);
 }
 
-static kiln_status kir_parse_padding(kir_parser *ps, kir_padding *c) {
+/* pad's (lo, hi, interior) triples, or reduce_window's (lo, hi) pairs. */
+static kiln_status kir_parse_padding(kir_parser *ps, int arity, kir_padding *c) {
   kiln_status st = kir_expect(ps, '(', NULL);
   c->n = 0;
   while (st == KILN_OK && !kir_accept(ps, ')')) {
@@ -480,8 +481,10 @@ static kiln_status kir_parse_padding(kir_parser *ps, kir_padding *c) {
     size_t pos = (kir_skip_ws(ps), ps->pos);
     st = kir_parse_ints(ps, '(', ')', t, &n);
     if (st != KILN_OK) return st;
-    if (n != 3) return kir_perr_at(ps, pos, "expected a (low, high, interior) triple");
-    c->lo[c->n] = t[0], c->hi[c->n] = t[1], c->interior[c->n] = t[2];
+    if (n != arity)
+      return kir_perr_at(ps, pos, arity == 3 ? "expected a (low, high, interior) triple"
+                                             : "expected a (low, high) pair");
+    c->lo[c->n] = t[0], c->hi[c->n] = t[1], c->interior[c->n] = arity == 3 ? t[2] : 0;
     c->n++;
     if (!kir_accept(ps, ',') && kir_peek(ps) != ')') return kir_expected(ps, "',' or ')'");
   }
@@ -685,7 +688,17 @@ static kiln_status kir_parse_field(kir_ctx *c, const kir_field *f, kir_params *p
     case KIR_FIELD_MODE: return kir_parse_mode(ps, PV(p, f, kir_gather_mode));
     case KIR_FIELD_DIMS: return kir_parse_dims(ps, '(', ')', PV(p, f, kir_dims));
     case KIR_FIELD_SIZES: return kir_parse_sizes(ps, PV(p, f, kir_sizes));
-    case KIR_FIELD_PADDING: return kir_parse_padding(ps, PV(p, f, kir_padding));
+    case KIR_FIELD_PADDING: return kir_parse_padding(ps, 3, PV(p, f, kir_padding));
+    case KIR_FIELD_PAIRS: return kir_parse_padding(ps, 2, PV(p, f, kir_padding));
+    case KIR_FIELD_PRIM: {
+      size_t len;
+      const char *w = kir_ident(ps, &len);
+      kir_prim prim;
+      if (!len || !kir_prim_lookup(w, len, &prim)) return kir_expected(ps, "a primitive name");
+      ps->pos += len;
+      *PV(p, f, int64_t) = prim;
+      return KILN_OK;
+    }
     case KIR_FIELD_DOT_DIMS: return kir_parse_dot_dims(ps, PV(p, f, kir_dot_dims));
     case KIR_FIELD_GATHER_DIMS:
       return kir_parse_named_dims(ps, "GatherDimensionNumbers", kir_gather_names,

@@ -293,12 +293,16 @@ static void kir_put_field(kir_sb *s, const kir_printer *pr, const kir_field *f,
       kir_sb_puts(s, kir_sizes_str(PF(p, f, kir_sizes), sz, sizeof sz));
       break;
     }
-    case KIR_FIELD_PADDING: {
+    case KIR_FIELD_PRIM: kir_sb_puts(s, kir_prim_name((kir_prim)*PF(p, f, int64_t))); break;
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAIRS: {
       const kir_padding *c = PF(p, f, kir_padding);
       kir_sb_puts(s, "(");
-      for (int i = 0; i < c->n; i++)
-        kir_sb_printf(s, "%s(%lld, %lld, %lld)", i ? ", " : "", (long long)c->lo[i],
-                      (long long)c->hi[i], (long long)c->interior[i]);
+      for (int i = 0; i < c->n; i++) {
+        kir_sb_printf(s, "%s(%lld, %lld", i ? ", " : "", (long long)c->lo[i], (long long)c->hi[i]);
+        if (f->type == KIR_FIELD_PADDING) kir_sb_printf(s, ", %lld", (long long)c->interior[i]);
+        kir_sb_puts(s, ")");
+      }
       kir_sb_puts(s, c->n == 1 ? ",)" : ")");
       break;
     }

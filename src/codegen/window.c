@@ -1,0 +1,188 @@
+/* Kernels of the window ops for both targets: one work item per result
+ * element, a direct loop nest over its window with the geometry baked in as
+ * constants. select_and_scatter_add is computed gather-wise (each operand
+ * element sums the source of the windows that select it, in row-major
+ * window order, as XLA's scatter adds them), so it needs no atomics and is
+ * deterministic. Float dtypes only; f16/bf16 compute in f32, rounded after
+ * every sum step as the reference executor. Not dispatched by the backends
+ * yet: the runtime runs these ops on the reference executor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "codegen/codegen.h"
+
+#define KCG_WINDOW_THREADS 256
+
+static const char *kcg_wstorage(kiln_dtype d) {
+  return d == KILN_F64 ? "double" : d == KILN_F32 ? "float" : "kiln_half";
+}
+static const char *kcg_wload(kiln_dtype d) {
+  return d == KILN_F16 ? "kiln_h2f" : d == KILN_BF16 ? "kiln_bh2f" : "";
+}
+static const char *kcg_wstore(kiln_dtype d) {
+  return d == KILN_F16 ? "kiln_f2h" : d == KILN_BF16 ? "kiln_f2bh" : "";
+}
+static const char *kcg_wround(kiln_dtype d) {
+  return d == KILN_F16 ? "kiln_rnd_f16" : d == KILN_BF16 ? "kiln_rnd_bf16" : "";
+}
+
+static void kcg_array(kcg_buf *b, const char *name, int n, const int64_t *v) {
+  kcg_buf_addf(b, "  const long long %s[%d] = {", name, n > 0 ? n : 1);
+  for (int i = 0; i < n; i++) kcg_buf_addf(b, "%s%lldLL", i ? ", " : "", (long long)v[i]);
+  kcg_buf_add(b, n > 0 ? "};\n" : "0};\n");
+}
+
+/* The window's operand offset for result index o[] and flat window index w
+ * into `off`, or `continue` past a padding or base-dilation hole. */
+static void kcg_window_offset(kcg_buf *b, const char *indent) {
+  kcg_buf_addf(b,
+               "%slong long rem = w, off = 0; int ok = 1;\n"
+               "%sfor (int d = R - 1; d >= 0 && ok; d--) {\n"
+               "%s  long long pos = o[d] * STR[d] + (rem %% WIN[d]) * WDIL[d] - LO[d];\n"
+               "%s  rem /= WIN[d];\n"
+               "%s  ok = pos >= 0 && pos %% BASE[d] == 0 && pos / BASE[d] < IN[d];\n"
+               "%s  off += pos / BASE[d] * XS[d];\n"
+               "%s}\n"
+               "%sif (!ok) continue;\n",
+               indent, indent, indent, indent, indent, indent, indent, indent);
+}
+
+static void kcg_unflatten(kcg_buf *b, const char *var, const char *shape, const char *flat) {
+  kcg_buf_addf(b, "    long long %s[R], r_ = %s;\n", var, flat);
+  kcg_buf_addf(b, "    for (int d = R - 1; d >= 0; d--) { %s[d] = r_ %% %s[d]; r_ /= %s[d]; }\n",
+               var, shape, shape);
+}
+
+static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, kiln_dtype dt,
+                                   bool cuda, kcg_buf *b, int64_t *n_items) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  int64_t xs[KIR_MAX_RANK], nwin = 1, nout = 1, nin = 1;
+  for (int d = g->rank - 1; d >= 0; d--) {
+    xs[d] = nin;
+    nin *= g->in[d];
+    nwin *= g->win[d];
+    nout *= g->out[d];
+  }
+  bool scatter = e->prim == KIR_PRIM_SELECT_AND_SCATTER_ADD;
+  bool two = scatter || e->prim == KIR_PRIM_SELECT_AND_GATHER_ADD;
+  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
+  *n_items = scatter ? nin : nout;
+  kcg_buf_add(b, "{\n");
+  kcg_buf_addf(b, "  enum { R = %d };\n  const long long NWIN = %lldLL;\n", g->rank > 0 ? g->rank : 1,
+               (long long)nwin);
+  kcg_array(b, "IN", g->rank, g->in);
+  kcg_array(b, "OUT", g->rank, g->out);
+  kcg_array(b, "WIN", g->rank, g->win);
+  kcg_array(b, "STR", g->rank, g->stride);
+  kcg_array(b, "LO", g->rank, g->lo);
+  kcg_array(b, "BASE", g->rank, g->base);
+  kcg_array(b, "WDIL", g->rank, g->wdil);
+  kcg_array(b, "XS", g->rank, xs);
+  /* operands: reduce_window x; select_and_gather_add (t, x); scatter (src, x) */
+  kcg_buf_addf(b, "  const %s *KILN_RESTRICT a0 = (const %s *)args.ptr[0];\n", T, T);
+  if (two) kcg_buf_addf(b, "  const %s *KILN_RESTRICT x = (const %s *)args.ptr[1];\n", T, T);
+  else kcg_buf_addf(b, "  const %s *x = a0;\n", T);
+  kcg_buf_addf(b, "  %s *KILN_RESTRICT y = (%s *)args.ptr[%d];\n", T, T, two ? 2 : 1);
+  if (cuda)
+    kcg_buf_add(b, "  for (long long i = begin + (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                   "i < end; i += (long long)gridDim.x * blockDim.x) {\n");
+  else
+    kcg_buf_add(b, "  for (long long i = begin; i < end; i++) {\n");
+  if (!scatter) {
+    kcg_unflatten(b, "o", "OUT", "i");
+    /* +-inf from bits: NVRTC has no INFINITY */
+    bool f64 = dt == KILN_F64, lo = e->prim == KIR_PRIM_REDUCE_WINDOW_MIN || (two && *ge == '<');
+    const char *init = e->prim == KIR_PRIM_REDUCE_WINDOW_SUM ? "0"
+                       : f64 ? (lo ? "kiln_bits_f64(0x7ff0000000000000ull)"
+                                   : "kiln_bits_f64(0xfff0000000000000ull)")
+                             : (lo ? "kiln_bits_f32(0x7f800000u)" : "kiln_bits_f32(0xff800000u)");
+    kcg_buf_addf(b, "    %s acc = %s, tan = 0;\n", F, init);
+    kcg_buf_add(b, "    for (long long w = 0; w < NWIN; w++) {\n");
+    kcg_window_offset(b, "      ");
+    kcg_buf_addf(b, "      %s v = %s(x[off]);\n", F, kcg_wload(dt));
+    switch (e->prim) {
+      case KIR_PRIM_REDUCE_WINDOW_SUM: kcg_buf_addf(b, "      acc = %s(acc + v);\n", kcg_wround(dt)); break;
+      case KIR_PRIM_REDUCE_WINDOW_MAX: kcg_buf_add(b, "      acc = v != v || v > acc ? v : acc;\n"); break;
+      case KIR_PRIM_REDUCE_WINDOW_MIN: kcg_buf_add(b, "      acc = v != v || v < acc ? v : acc;\n"); break;
+      default:
+        kcg_buf_addf(b, "      if (!(acc %s v)) { acc = v; tan = %s(a0[off]); }\n", ge, kcg_wload(dt));
+    }
+    kcg_buf_add(b, "    }\n");
+    kcg_buf_addf(b, "    y[i] = %s(%s);\n  }\n}\n", kcg_wstore(dt), two ? "tan" : "acc");
+    return KILN_OK;
+  }
+  /* operand element i: the windows that may read it, row-major */
+  kcg_unflatten(b, "at", "IN", "i");
+  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1;\n"
+                 "    for (int d = 0; d < R; d++) {\n"
+                 "      long long hi = at[d] + LO[d] >= 0 ? (at[d] + LO[d]) / STR[d] : -1;\n"
+                 "      long long first = at[d] + LO[d] - WIN[d] + 1;\n"
+                 "      first = first <= 0 ? 0 : (first + STR[d] - 1) / STR[d];\n"
+                 "      if (hi > OUT[d] - 1) hi = OUT[d] - 1;\n"
+                 "      lo_[d] = first; n_[d] = hi >= first ? hi - first + 1 : 0; nw *= n_[d];\n"
+                 "    }\n");
+  kcg_buf_addf(b, "    %s acc = 0;\n    long long self = i;\n", F);
+  kcg_buf_add(b, "    for (long long c = 0; c < nw; c++) {\n"
+                 "      long long rc = c, src = 0;\n"
+                 "      for (int d = R - 1; d >= 0; d--) { o[d] = lo_[d] + rc % n_[d]; rc /= n_[d]; }\n"
+                 "      for (int d = 0; d < R; d++) src = src * OUT[d] + o[d];\n");
+  kcg_buf_addf(b, "      long long sel = -1; %s best = 0;\n", F);
+  kcg_buf_add(b, "      for (long long w = 0; w < NWIN; w++) {\n");
+  kcg_window_offset(b, "        ");
+  kcg_buf_addf(b, "        %s v = %s(x[off]);\n", F, kcg_wload(dt));
+  kcg_buf_addf(b, "        if (sel < 0 || !(best %s v)) { sel = off; best = v; }\n", ge);
+  kcg_buf_add(b, "      }\n");
+  kcg_buf_addf(b, "      if (sel == self) acc = %s(acc + %s(a0[src]));\n", kcg_wround(dt), kcg_wload(dt));
+  kcg_buf_addf(b, "    }\n    y[i] = %s(acc);\n  }\n}\n", kcg_wstore(dt));
+  return KILN_OK;
+}
+
+kiln_status kcg_emit_window(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                            kcg_kernel *out) {
+  memset(out, 0, sizeof *out);
+  const char *op = kir_prim_name(e->prim);
+  if (kir_prim_get(e->prim)->family != KIR_FAMILY_WINDOW)
+    return kcore_fail(KILN_ERR_ARGUMENT, "kcg_emit_window: %s is not a window op", op);
+  const kir_aval *x = kir_var_aval(p, e->in[e->n_in - 1]);
+  kiln_dtype dt = kir_var_aval(p, e->out[0])->dtype;
+  if (!kiln_dtype_is_float(dt) || x->dtype != dt) {
+    char ts[KIR_AVAL_STR_CAP];
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "kcg_emit_window: %s of %s: float operands only", op,
+                      kir_aval_str(x, ts, sizeof ts));
+  }
+  kir_window_geom g;
+  kiln_status st = kir_window_geom_make(e->prim, &e->params.window, x, &g);
+  if (st != KILN_OK) return st;
+  bool cuda = t->target == KCG_TARGET_CUDA;
+  kcg_buf body = {0}, src = {0};
+  int64_t n_items = 0;
+  kcg_window_body(e, &g, dt, cuda, &body, &n_items);
+  uint64_t h = kcore_hash_str(kcore_hash_u64(0, (uint64_t)t->target), body.s ? body.s : "");
+  char name[96];
+  snprintf(name, sizeof name, "kiln_window_%s_%016llx", op, (unsigned long long)h);
+  kcg_buf_addf(&src, "/* %s: a window kernel, generated by kiln (ABI: src/codegen/codegen.h). */\n",
+               name);
+  kcg_buf_add(&src, kcg_embedded_source("prelude.h"));
+  if (!cuda) kcg_buf_add(&src, kcg_embedded_source("host.h"));
+  kcg_buf_addf(&src, "\ntypedef struct kiln_kernel_args {\n  void *ptr[%d];\n} kiln_kernel_args;\n",
+               KCG_MAX_ARGS);
+  if (cuda)
+    kcg_buf_addf(&src, "\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(kiln_kernel_args "
+                       "args, long long begin, long long end) ", KCG_WINDOW_THREADS, name);
+  else
+    kcg_buf_addf(&src, "\nvoid %s(kiln_kernel_args args, int64_t begin, int64_t end) ", name);
+  kcg_buf_add(&src, body.s ? body.s : "{}\n");
+  bool oom = body.oom || src.oom;
+  kcg_buf_free(&body);
+  if (oom || !(out->name = kcore_strdup(name))) {
+    kcg_buf_free(&src);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcg_emit_window: out of host memory");
+  }
+  out->source = src.s;
+  out->kind = KFUSE_LOOP;
+  out->n_args = e->n_in + 1;
+  out->n_items = n_items;
+  out->block_threads = cuda ? KCG_WINDOW_THREADS : 1;
+  out->items_per_block = cuda ? KCG_WINDOW_THREADS : 1;
+  return KILN_OK;
+}
