@@ -272,50 +272,6 @@ const char *kcg_load_expr(kcg_ctx *c, kiln_dtype d, const char *stored) {
 
 /* ---- elementwise primitives ---- */
 
-static const char *kcg_math_name(kir_prim p) {
-  switch (p) {
-    case KIR_PRIM_FLOOR: return "floor";
-    case KIR_PRIM_CEIL: return "ceil";
-    case KIR_PRIM_EXP: return "exp";
-    case KIR_PRIM_EXP2: return "exp2";
-    case KIR_PRIM_EXPM1: return "expm1";
-    case KIR_PRIM_LOG: return "log";
-    case KIR_PRIM_LOG1P: return "log1p";
-    case KIR_PRIM_SQRT: return "sqrt";
-    case KIR_PRIM_CBRT: return "cbrt";
-    case KIR_PRIM_TANH: return "tanh";
-    case KIR_PRIM_SIN: return "sin";
-    case KIR_PRIM_COS: return "cos";
-    case KIR_PRIM_TAN: return "tan";
-    case KIR_PRIM_ASIN: return "asin";
-    case KIR_PRIM_ACOS: return "acos";
-    case KIR_PRIM_ATAN: return "atan";
-    case KIR_PRIM_SINH: return "sinh";
-    case KIR_PRIM_COSH: return "cosh";
-    case KIR_PRIM_ASINH: return "asinh";
-    case KIR_PRIM_ACOSH: return "acosh";
-    case KIR_PRIM_ATANH: return "atanh";
-    case KIR_PRIM_ERF: return "erf";
-    case KIR_PRIM_ATAN2: return "atan2";
-    case KIR_PRIM_REM: return "fmod";
-    case KIR_PRIM_POW: return "pow";
-    case KIR_PRIM_NEXTAFTER: return "nextafter";
-    default: return NULL;
-  }
-}
-
-static const char *kcg_compare_op(kir_prim p) {
-  switch (p) {
-    case KIR_PRIM_EQ: return "==";
-    case KIR_PRIM_NE: return "!=";
-    case KIR_PRIM_LT: return "<";
-    case KIR_PRIM_LE: return "<=";
-    case KIR_PRIM_GT: return ">";
-    case KIR_PRIM_GE: return ">=";
-    default: return NULL;
-  }
-}
-
 /* convert_element_type's expression from `from` to `to`; *exact says the
  * result needs no rounding to `to` afterwards. */
 static const char *kcg_convert(kcg_ctx *c, kiln_dtype from, kiln_dtype to, const char *a,
@@ -364,44 +320,47 @@ static const char *kcg_from_bits(kcg_ctx *c, kiln_dtype d, const char *bits) {
   }
 }
 
+/* The expression of a row's spelling for its class of operand dtype (see
+ * prims.def), NULL where the row spells it with a case of its own below. */
+static const char *kcg_spelled(kcg_ctx *c, const kir_eqn *e, const kcg_term *in, bool *exact) {
+  const kir_prim_info *info = kir_prim_get(e->prim);
+  kiln_dtype d = kir_var_aval(c->p, e->in[0])->dtype;
+  const kir_c_spelling *sp = kiln_dtype_is_float(d) ? &info->c_float : &info->c_int;
+  const char *a = in[0].expr, *b = e->n_in > 1 ? in[1].expr : NULL;
+  const char *args = b ? kcg_strf(c, "%s, %s", a, b) : a;
+  *exact = sp->exact;
+  switch (sp->kind) {
+    case KIR_SPELL_MATH: return kcg_strf(c, "%s%s(%s)", sp->text, kcg_mathf(d), args);
+    case KIR_SPELL_HELPER: return kcg_strf(c, "kiln_%s_%s(%s)", sp->text, kcg_sfx(d), args);
+    case KIR_SPELL_INFIX: return kcg_strf(c, "(%s %s %s)", a, sp->text, b);
+    case KIR_SPELL_CAST_INFIX:
+      return kcg_strf(c, "((%s)(%s %s %s))", kcg_ctype(kir_var_aval(c->p, e->out[0])->dtype), a,
+                      sp->text, b);
+    case KIR_SPELL_PREFIX: return kcg_strf(c, "(%s%s)", sp->text, a);
+    case KIR_SPELL_OWN: return NULL;
+    default:
+      kcg_fail(c, KILN_ERR_UNIMPLEMENTED, "kcg_emit: %s has no C spelling for %s operands",
+               info->name, kiln_dtype_name(d));
+      return "0";
+  }
+}
+
 /* The expression of an elementwise equation over its operands' values;
  * *exact: the result is already a value of the result dtype. */
 static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term *in,
                                    bool *exact) {
+  const char *x = kcg_spelled(c, e, in, exact);
+  if (x) return x;
   kiln_dtype d = kir_var_aval(c->p, e->in[0])->dtype;
   const char *s = kcg_sfx(d), *a = in[0].expr, *b = e->n_in > 1 ? in[1].expr : NULL;
-  bool fl = kiln_dtype_is_float(d), bl = d == KILN_BOOL;
-  const char *math = kcg_math_name(e->prim), *cmp = kcg_compare_op(e->prim);
-  *exact = false;
-  if (cmp) {
-    *exact = true;
-    return kcg_strf(c, "((kiln_bool)(%s %s %s))", a, cmp, b);
-  }
   switch (e->prim) {
     case KIR_PRIM_STOP_GRADIENT: /* the identity; only autodiff tells it apart */
       *exact = true;
       return a;
-    case KIR_PRIM_NEG:
-      *exact = true;
-      return fl ? kcg_strf(c, "(-%s)", a) : kcg_strf(c, "kiln_neg_%s(%s)", s, a);
-    case KIR_PRIM_ABS:
-    case KIR_PRIM_SIGN:
-    case KIR_PRIM_POPULATION_COUNT:
-      *exact = true;
-      return kcg_strf(c, "kiln_%s_%s(%s)",
-                      e->prim == KIR_PRIM_ABS    ? "abs"
-                      : e->prim == KIR_PRIM_SIGN ? "sign"
-                                                 : "popcnt",
-                      s, a);
-    case KIR_PRIM_FLOOR:
-    case KIR_PRIM_CEIL:
-      *exact = true;
-      return kcg_strf(c, "%s%s(%s)", math, kcg_mathf(d), a);
     case KIR_PRIM_ROUND:
       *exact = true;
       return kcg_strf(c, "%s%s(%s)", e->params.round.rounding_method == 0 ? "round" : "rint",
                       kcg_mathf(d), a);
-    case KIR_PRIM_RSQRT: return kcg_strf(c, "kiln_rsqrt_%s(%s)", s, a);
     case KIR_PRIM_LOGISTIC:
       /* JAX's formula, 1 / (1 + exp(-x)), every step in x's dtype */
       if (kcg_is_half(d))
@@ -415,28 +374,10 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
       return kcg_strf(c, "exp%s(%s)", kcg_mathf(d),
                       kcg_round_to(c, d, kcg_strf(c, "(%s * %s)", ln2, a)));
     }
-    case KIR_PRIM_ERF_INV: return kcg_strf(c, "kiln_erf_inv_%s(%s)", s, a);
-    case KIR_PRIM_IS_FINITE:
-      *exact = true;
-      return kcg_strf(c, "kiln_is_finite_%s(%s)", s, a);
     case KIR_PRIM_NOT:
       *exact = true;
-      return bl ? kcg_strf(c, "((kiln_bool)(%s ^ 1))", a) : kcg_strf(c, "kiln_not_%s(%s)", s, a);
-    case KIR_PRIM_ADD:
-    case KIR_PRIM_SUB:
-    case KIR_PRIM_MUL:
-    case KIR_PRIM_DIV: {
-      static const char *const ops[] = {"+", "-", "*", "/"};
-      static const char *const names[] = {"add", "sub", "mul", "div"};
-      int k = e->prim - KIR_PRIM_ADD;
-      *exact = !fl;
-      return fl ? kcg_strf(c, "(%s %s %s)", a, ops[k], b)
-                : kcg_strf(c, "kiln_%s_%s(%s, %s)", names[k], s, a, b);
-    }
-    case KIR_PRIM_REM:
-      *exact = !fl;
-      return fl ? kcg_strf(c, "fmod%s(%s, %s)", kcg_mathf(d), a, b)
-                : kcg_strf(c, "kiln_rem_%s(%s, %s)", s, a, b);
+      return d == KILN_BOOL ? kcg_strf(c, "((kiln_bool)(%s ^ 1))", a)
+                            : kcg_strf(c, "kiln_not_%s(%s)", s, a);
     case KIR_PRIM_POW: {
       kiln_dtype bd = kir_var_aval(c->p, e->in[1])->dtype;
       if (!kiln_dtype_is_float(bd)) { /* lax converts an integer exponent to the base's type */
@@ -445,26 +386,6 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
         if (!exact) b = kcg_round_to(c, d, b);
       }
       return kcg_strf(c, "pow%s(%s, %s)", kcg_mathf(d), a, b);
-    }
-    case KIR_PRIM_MAX:
-    case KIR_PRIM_MIN:
-      *exact = true;
-      return kcg_strf(c, "kiln_%s_%s(%s, %s)", e->prim == KIR_PRIM_MAX ? "max" : "min", s, a, b);
-    case KIR_PRIM_AND:
-    case KIR_PRIM_OR:
-    case KIR_PRIM_XOR: {
-      const char *op = e->prim == KIR_PRIM_AND ? "&" : e->prim == KIR_PRIM_OR ? "|" : "^";
-      *exact = true;
-      return kcg_strf(c, "((%s)(%s %s %s))", kcg_ctype(d), a, op, b);
-    }
-    case KIR_PRIM_SHIFT_LEFT:
-    case KIR_PRIM_SHIFT_RIGHT_LOGICAL:
-    case KIR_PRIM_SHIFT_RIGHT_ARITHMETIC: {
-      const char *op = e->prim == KIR_PRIM_SHIFT_LEFT            ? "shl"
-                       : e->prim == KIR_PRIM_SHIFT_RIGHT_LOGICAL ? "shrl"
-                                                                 : "shra";
-      *exact = true;
-      return kcg_strf(c, "kiln_%s_%s(%s, %s)", op, s, a, b);
     }
     case KIR_PRIM_NEXTAFTER:
       *exact = true;
@@ -478,7 +399,7 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
       int n = e->n_in - 1;
       if (n == 1) return in[1].expr;
       if (d == KILN_BOOL) return kcg_strf(c, "(%s ? %s : %s)", a, in[2].expr, in[1].expr);
-      const char *x = in[n].expr;
+      x = in[n].expr;
       for (int k = n - 1; k >= 1; k--) x = kcg_strf(c, "(%s < %d ? %s : %s)", a, k, in[k].expr, x);
       return x;
     }
@@ -488,10 +409,10 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
     case KIR_PRIM_CONVERT_ELEMENT_TYPE:
       return kcg_convert(c, d, e->params.convert.new_dtype, a, exact);
     default:
-      break;
+      kcg_fail(c, KILN_ERR_UNIMPLEMENTED, "kcg_emit: %s has no case in kcg_elementwise",
+               kir_prim_name(e->prim));
+      return "0";
   }
-  KCORE_ASSERT(math && fl);
-  return kcg_strf(c, "%s%s(%s%s%s)", math, kcg_mathf(d), a, b ? ", " : "", b ? b : "");
 }
 
 static kcg_term kcg_eqn_elementwise(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix) {

@@ -140,6 +140,7 @@ typedef enum kir_family {
 
 /* Flags of a primitive. */
 enum {
+  KIR_PRIM_PLAIN = 0, /* an elementwise row's cost class when neither below */
   KIR_PRIM_EFFECT = 1u << 0, /* observable side effect: kept by DCE, never CSE'd or folded */
   KIR_PRIM_CHEAP = 1u << 1,  /* elementwise, about one instruction */
   KIR_PRIM_TRANSCENDENTAL = 1u << 2, /* elementwise, a libm-style function */
@@ -496,6 +497,27 @@ kiln_status kir_avals_push(kir_avals *a, const kir_aval *v);
 typedef kiln_status (*kir_rule_fn)(kir_prim prim, const kir_params *params, int n_in,
                                    const kir_aval *in, kir_avals *out);
 
+/* An elementwise row's public builder (prims.def's builder column). */
+typedef enum kir_builder { KIR_BUILDER_NONE, KIR_BUILDER_UNARY, KIR_BUILDER_BINARY, KIR_BUILDER_OWN } kir_builder;
+
+/* How an elementwise row prints in C/CUDA for one dtype class (prims.def's
+ * c_float / c_int columns). */
+typedef enum kir_spell {
+  KIR_SPELL_NONE,       /* not accepted by the rule (or not an elementwise row) */
+  KIR_SPELL_MATH,       /* <math.h>'s text / textf (double / float) */
+  KIR_SPELL_HELPER,     /* the prelude's kiln_<text>_<dtype> */
+  KIR_SPELL_INFIX,      /* (a text b) */
+  KIR_SPELL_CAST_INFIX, /* ((result type)(a text b)) */
+  KIR_SPELL_PREFIX,     /* (text a) */
+  KIR_SPELL_OWN         /* kcg_elementwise's own case */
+} kir_spell;
+
+typedef struct kir_c_spelling {
+  kir_spell kind;
+  const char *text;
+  bool exact; /* the value needs no rounding back to f16/bf16 */
+} kir_c_spelling;
+
 typedef struct kir_prim_info {
   const char *name; /* as printed: "add", "reduce_sum", "scatter-add", ... */
   kir_family family;
@@ -504,6 +526,10 @@ typedef struct kir_prim_info {
   kir_param_kind params;
   kir_rule_fn rule;
   unsigned flags;   /* KIR_PRIM_* */
+  /* elementwise rows: a generated public builder, how the code generators
+   * print it for float operands and for integer/bool ones (prims.def) */
+  kir_builder builder;
+  kir_c_spelling c_float, c_int;
 } kir_prim_info;
 
 /* NULL for an invalid prim. */
