@@ -33,7 +33,8 @@ const std::set<std::string> kOwnBuilders = {
     "round",  // kiln_round
     "stop_gradient", "select_n", "clamp",
     "convert_element_type",  // kiln_convert
-    "bitcast_convert_type",  // kiln_bitcast_convert_type
+    "bitcast_convert_type",  // kiln_bitcast
+    "integer_pow", "reduce_precision",
 };
 
 bool Accepts(kir_prim prim, const kir_prim_info *info, kiln_dtype d) {

@@ -70,7 +70,8 @@ kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *sh
  * sqrt rsqrt cbrt tanh logistic sin cos tan asin acos atan sinh cosh asinh
  * acosh atanh erf erf_inv is_finite not population_count, add sub mul div
  * rem pow max min atan2 and or xor shift_left shift_right_logical
- * shift_right_arithmetic nextafter eq ne lt le gt ge, and more. Define both
+ * shift_right_arithmetic nextafter eq ne lt le gt ge, square erfc lgamma
+ * digamma copy, and more. Define both
  * macros and include it to walk the list. */
 #define KILN_UNARY_OP(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *x);
 #define KILN_BINARY_OP(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b);
@@ -79,6 +80,13 @@ kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *sh
 #undef KILN_BINARY_OP
 /* jnp.round: halves to even. */
 kiln_val *kiln_round(kiln_trace *t, kiln_val *x);
+/* lax.integer_pow: x ** y by repeated multiplication (negative y: 1 / x ** -y,
+ * floats only). */
+kiln_val *kiln_integer_pow(kiln_trace *t, kiln_val *x, int64_t y);
+/* lax.reduce_precision: x (float) rounded to nearest even onto a float format
+ * of exponent_bits (1..11) and mantissa_bits (0..52), overflowing to inf and
+ * flushing below its normal range, kept in x's dtype. */
+kiln_val *kiln_reduce_precision(kiln_trace *t, kiln_val *x, int exponent_bits, int mantissa_bits);
 /* lax.stop_gradient: x, seen by autodiff as a constant (zero tangent and
  * cotangent); integer and bool x is returned as it is. */
 kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x);

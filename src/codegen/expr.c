@@ -320,6 +320,30 @@ static const char *kcg_from_bits(kcg_ctx *c, kiln_dtype d, const char *bits) {
   }
 }
 
+/* integer_pow as JAX lowers it: repeated squaring, every product rounded
+ * to d (y's bits are known here, so the chain is spelled out); a negative
+ * power is 1 / x^-y. */
+static const char *kcg_integer_pow(kcg_ctx *c, kiln_dtype d, const char *a, int64_t y,
+                                   bool *exact) {
+  bool fl = kiln_dtype_is_float(d);
+  const char *s = kcg_sfx(d), *acc = NULL;
+  uint64_t k = y < 0 ? 0 - (uint64_t)y : (uint64_t)y;
+  *exact = !fl;
+  for (; k; k >>= 1) {
+    if (k & 1)
+      acc = !acc ? a
+            : fl ? kcg_round_to(c, d, kcg_strf(c, "(%s * %s)", acc, a))
+                 : kcg_strf(c, "kiln_mul_%s(%s, %s)", s, acc, a);
+    if (k > 1)
+      a = fl ? kcg_round_to(c, d, kcg_strf(c, "(%s * %s)", a, a))
+             : kcg_strf(c, "kiln_mul_%s(%s, %s)", s, a, a);
+  }
+  const char *one = kcg_literal(c, kcg_is_half(d) ? KILN_F32 : d, fl ? kir_scalar_f(1.0) : kir_scalar_i(1));
+  if (!acc) return one;
+  *exact = *exact || y > 0; /* each product is already rounded */
+  return y < 0 ? kcg_strf(c, "(%s / %s)", one, acc) : acc;
+}
+
 /* The expression of a row's spelling for its class of operand dtype (see
  * prims.def), NULL where the row spells it with a case of its own below. */
 static const char *kcg_spelled(kcg_ctx *c, const kir_eqn *e, const kcg_term *in, bool *exact) {
@@ -355,8 +379,22 @@ static const char *kcg_elementwise(kcg_ctx *c, const kir_eqn *e, const kcg_term 
   const char *s = kcg_sfx(d), *a = in[0].expr, *b = e->n_in > 1 ? in[1].expr : NULL;
   switch (e->prim) {
     case KIR_PRIM_STOP_GRADIENT: /* the identity; only autodiff tells it apart */
+    case KIR_PRIM_COPY:
       *exact = true;
       return a;
+    case KIR_PRIM_SQUARE:
+      *exact = !kiln_dtype_is_float(d);
+      return *exact ? kcg_strf(c, "kiln_mul_%s(%s, %s)", s, a, a) : kcg_strf(c, "(%s * %s)", a, a);
+    case KIR_PRIM_INTEGER_POW: return kcg_integer_pow(c, d, a, e->params.integer_pow.y, exact);
+    case KIR_PRIM_REDUCE_PRECISION: {
+      /* on the dtype's own format (f16/bf16 values are exact in f32) */
+      int fe = d == KILN_F64 ? 11 : d == KILN_F16 ? 5 : 8;
+      int fm = d == KILN_F64 ? 52 : d == KILN_F16 ? 10 : d == KILN_BF16 ? 7 : 23;
+      *exact = true;
+      return kcg_strf(c, "((%s)kiln_reduce_precision_f64(%s, %d, %d, %d, %d))", kcg_ctype(d), a, fe, fm,
+                      (int)e->params.reduce_precision.exponent_bits,
+                      (int)e->params.reduce_precision.mantissa_bits);
+    }
     case KIR_PRIM_ROUND:
       *exact = true;
       return kcg_strf(c, "%s%s(%s)", e->params.round.rounding_method == 0 ? "round" : "rint",

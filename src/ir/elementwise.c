@@ -7,6 +7,7 @@
 #include "core/core.h"
 #include "ir/ir.h"
 #include "prng/prng.h"
+#include "../../kernels/special.h"
 
 /* The dtypes each unary/n-ary primitive accepts (lax's accepted_dtypes;
  * complex types do not exist in kiln). */
@@ -44,6 +45,13 @@ static const unsigned kir_accepts[KIR_NUM_PRIMS] = {
     [KIR_PRIM_NOT] = KIR_DT_BOOL | KIR_DT_INT,
     [KIR_PRIM_POPULATION_COUNT] = KIR_DT_INT,
     [KIR_PRIM_STOP_GRADIENT] = KIR_DT_ANY,
+    [KIR_PRIM_SQUARE] = KIR_DT_NUM,
+    [KIR_PRIM_INTEGER_POW] = KIR_DT_NUM,
+    [KIR_PRIM_ERFC] = KIR_DT_FLOAT,
+    [KIR_PRIM_LGAMMA] = KIR_DT_FLOAT,
+    [KIR_PRIM_DIGAMMA] = KIR_DT_FLOAT,
+    [KIR_PRIM_REDUCE_PRECISION] = KIR_DT_FLOAT,
+    [KIR_PRIM_COPY] = KIR_DT_ANY,
     [KIR_PRIM_ADD] = KIR_DT_NUM,
     [KIR_PRIM_SUB] = KIR_DT_NUM,
     [KIR_PRIM_MUL] = KIR_DT_NUM,
@@ -87,6 +95,20 @@ kiln_status kir_rule_unary(kir_prim prim, const kir_params *params, int n_in, co
                         "round: rounding_method=%lld is neither 0 (away from zero) nor 1 (to "
                         "nearest even)",
                         (long long)m);
+  }
+  if (prim == KIR_PRIM_INTEGER_POW && params->integer_pow.y < 0 && !kiln_dtype_is_float(in[0].dtype))
+    return kcore_fail(KILN_ERR_ARGUMENT,
+                      "integer_pow: integers cannot be raised to negative powers, got "
+                      "integer_pow(%s, %lld)",
+                      kiln_dtype_name(in[0].dtype), (long long)params->integer_pow.y);
+  if (prim == KIR_PRIM_REDUCE_PRECISION) {
+    const kir_p_reduce_precision *r = &params->reduce_precision;
+    if (r->exponent_bits < 1 || r->exponent_bits > 11 || r->mantissa_bits < 0 || r->mantissa_bits > 52)
+      return kcore_fail(KILN_ERR_ARGUMENT,
+                        "reduce_precision: exponent_bits=%lld mantissa_bits=%lld (1 to 11 and 0 "
+                        "to 52 needed) for %s",
+                        (long long)r->exponent_bits, (long long)r->mantissa_bits,
+                        kiln_dtype_name(in[0].dtype));
   }
   kiln_dtype dt = prim == KIR_PRIM_IS_FINITE ? KILN_BOOL : in[0].dtype;
   return kir_push(out, dt, in[0].rank, in[0].shape, in[0].weak);
@@ -292,7 +314,7 @@ typedef struct kir_ew_op {
   int bits;             /* integer width; 1 for bool */
   bool is_signed;       /* signed integer */
   uint64_t mask;        /* the low `bits` bits */
-  int64_t rounding_method;
+  const kir_params *params; /* the equation's (round, integer_pow, reduce_precision) */
 } kir_ew_op;
 
 /* Computes n results from the operands' values x[k][0..n). */
@@ -512,6 +534,11 @@ static inline double kir_ew_f_stop_gradient(const kir_ew_op *op, double a) {
   return a;
 }
 
+static inline double kir_ew_f_copy(const kir_ew_op *op, double a) {
+  (void)op;
+  return a;
+}
+
 static inline double kir_ew_f_abs(const kir_ew_op *op, double a) {
   (void)op;
   return fabs(a);
@@ -534,7 +561,7 @@ static inline double kir_ew_f_ceil(const kir_ew_op *op, double a) {
 static inline double kir_ew_f_round(const kir_ew_op *op, double a) {
   a = kir_ew_daz(op->dtype, a);
   double r = round(a);
-  if (op->rounding_method == 1 && fabs(r - a) == 0.5) r = 2.0 * round(a / 2.0);
+  if (op->params->round.rounding_method == 1 && fabs(r - a) == 0.5) r = 2.0 * round(a / 2.0);
   return r;
 }
 
@@ -570,7 +597,7 @@ static inline double kir_ew_f_erf_inv(const kir_ew_op *op, double a) {
 /* clang-format off */
 #define KIR_EW_LIBM(X)                                                                         \
   X(exp) X(expm1) X(log) X(log1p) X(cbrt) X(tanh) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) \
-  X(asinh) X(acosh) X(atanh) X(erf)
+  X(asinh) X(acosh) X(atanh) X(erf) X(erfc) X(lgamma)
 /* clang-format on */
 #define KIR_EW_DEFINE_LIBM(fn)                                        \
   static inline double kir_ew_f_##fn(const kir_ew_op *op, double a) { \
@@ -618,6 +645,39 @@ static inline uint64_t kir_ew_f_is_finite(const kir_ew_op *op, double a) {
   }
 KIR_EW_ARITH(KIR_EW_DEFINE_ARITH)
 #undef KIR_EW_DEFINE_ARITH
+
+static inline double kir_ew_f_square(const kir_ew_op *op, double a) {
+  return kir_ew_f_mul(op, a, a);
+}
+
+/* integer_pow as JAX lowers it: repeated squaring, each product rounded to
+ * x's dtype; a negative power is 1 / x^-y, y = 0 gives 1. */
+static inline double kir_ew_f_integer_pow(const kir_ew_op *op, double a) {
+  int64_t y = op->params->integer_pow.y;
+  uint64_t k = y < 0 ? 0 - (uint64_t)y : (uint64_t)y;
+  double acc = 1.0;
+  for (bool first = true; k; k >>= 1) {
+    if (k & 1) {
+      acc = first ? a : kir_ew_to_dtype(op->dtype, kir_ew_f_mul(op, acc, a));
+      first = false;
+    }
+    if (k > 1) a = kir_ew_to_dtype(op->dtype, kir_ew_f_mul(op, a, a));
+  }
+  return y < 0 ? kir_ew_f_div(op, 1.0, acc) : acc;
+}
+
+/* XLA's digamma in double (kernels/special.h), rounded as XLA rounds. */
+static inline double kir_ew_f_digamma(const kir_ew_op *op, double a) {
+  return kir_ew_math(op->dtype, kiln_digamma_f64(kir_ew_daz(op->dtype, a)));
+}
+
+/* On the dtype's own format: f16 and bf16 are exact in the double. */
+static inline double kir_ew_f_reduce_precision(const kir_ew_op *op, double a) {
+  const kir_p_reduce_precision *r = &op->params->reduce_precision;
+  int e = op->dtype == KILN_F64 ? 11 : op->dtype == KILN_F16 ? 5 : 8;
+  int m = op->dtype == KILN_F64 ? 52 : op->dtype == KILN_F16 ? 10 : op->dtype == KILN_BF16 ? 7 : 23;
+  return kiln_reduce_precision_f64(a, e, m, (int)r->exponent_bits, (int)r->mantissa_bits);
+}
 
 /* fmod is exact. XLA's (libm's, which tests the divisor for zero as a
  * float but computes on bits) reads a subnormal divisor as zero, and keeps
@@ -717,6 +777,8 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_FCMP)
 /* clang-format off */
 KIR_EW_DEFINE_PURE1(i_neg, 0 - a.u)
 KIR_EW_DEFINE_PURE1(i_stop_gradient, a.u)
+KIR_EW_DEFINE_PURE1(i_copy, a.u)
+KIR_EW_DEFINE_PURE1(i_square, a.u * a.u)
 KIR_EW_DEFINE_PURE1(i_abs, a.i < 0 ? 0 - a.u : a.u)
 KIR_EW_DEFINE_PURE2(i_add, a.u + b.u)
 KIR_EW_DEFINE_PURE2(i_sub, a.u - b.u)
@@ -727,6 +789,17 @@ KIR_EW_DEFINE_PURE2(i_xor, a.u ^ b.u)
 /* clang-format on */
 #undef KIR_EW_DEFINE_PURE1
 #undef KIR_EW_DEFINE_PURE2
+
+/* integer_pow of an integer (y >= 0: the rule refuses negative powers),
+ * wrapping as the products do. */
+static inline uint64_t kir_ew_i_integer_pow(const kir_ew_op *op, kir_ew_val a) {
+  uint64_t r = 1, x = a.u;
+  for (int64_t k = op->params->integer_pow.y; k > 0; k >>= 1) {
+    if (k & 1) r *= x;
+    x *= x;
+  }
+  return r;
+}
 
 static inline uint64_t kir_ew_i_sign(const kir_ew_op *op, kir_ew_val a) {
   if (!op->is_signed) return a.u != 0;
@@ -833,7 +906,9 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_ICMP)
   X(SUB, f_sub, F2) X(MUL, f_mul, F2) X(DIV, f_div, F2) X(REM, f_rem, F2) X(MAX, f_max, F2) \
   X(MIN, f_min, F2) X(ATAN2, f_atan2, F2) X(NEXTAFTER, f_nextafter, F2) X(EQ, f_eq, FB2)    \
   X(NE, f_ne, FB2) X(LT, f_lt, FB2) X(LE, f_le, FB2) X(GT, f_gt, FB2) X(GE, f_ge, FB2)    \
-  X(STOP_GRADIENT, f_stop_gradient, F1)
+  X(STOP_GRADIENT, f_stop_gradient, F1) X(SQUARE, f_square, F1)                             \
+  X(INTEGER_POW, f_integer_pow, F1) X(ERFC, f_erfc, F1) X(LGAMMA, f_lgamma, F1)             \
+  X(DIGAMMA, f_digamma, F1) X(REDUCE_PRECISION, f_reduce_precision, F1) X(COPY, f_copy, F1)
 
 #define KIR_EW_INT_OPS(X)                                                                   \
   X(NEG, i_neg, I1) X(ABS, i_abs, I1) X(SIGN, i_sign, I1) X(NOT, i_not, I1)                 \
@@ -843,7 +918,8 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_ICMP)
   X(SHIFT_RIGHT_LOGICAL, i_shift_right_logical, I2)                                         \
   X(SHIFT_RIGHT_ARITHMETIC, i_shift_right_arithmetic, I2) X(EQ, i_eq, I2) X(NE, i_ne, I2)   \
   X(LT, i_lt, I2) X(LE, i_le, I2) X(GT, i_gt, I2) X(GE, i_ge, I2)                          \
-  X(STOP_GRADIENT, i_stop_gradient, I1)
+  X(STOP_GRADIENT, i_stop_gradient, I1) X(SQUARE, i_square, I1)                            \
+  X(INTEGER_POW, i_integer_pow, I1) X(COPY, i_copy, I1)
 /* clang-format on */
 
 #define KIR_EW_DEFINE_ROW(PRIM, name, SHAPE)                                                \
@@ -972,7 +1048,7 @@ static kir_ew_op kir_ew_op_make(const kir_eqn *e, const kir_buffer *in) {
   op.bits = kiln_dtype_is_bool(op.dtype) ? 1 : (int)kiln_dtype_size(op.dtype) * 8;
   op.is_signed = kiln_dtype_is_integer(op.dtype) && kiln_dtype_is_signed(op.dtype);
   op.mask = UINT64_MAX >> (64 - op.bits);
-  if (e->prim == KIR_PRIM_ROUND) op.rounding_method = e->params.round.rounding_method;
+  op.params = &e->params;
   return op;
 }
 

@@ -242,6 +242,12 @@ typedef struct kir_p_convert { kiln_dtype new_dtype; bool weak_type; } kir_p_con
 typedef struct kir_p_bitcast { kiln_dtype new_dtype; } kir_p_bitcast;
 /* lax.RoundingMethod: 0 away from zero, 1 to nearest even. */
 typedef struct kir_p_round { int64_t rounding_method; } kir_p_round;
+/* lax.integer_pow's static exponent. */
+typedef struct kir_p_integer_pow { int64_t y; } kir_p_integer_pow;
+/* lax.reduce_precision: the float format to round to (exponent >= 1 bits). */
+typedef struct kir_p_reduce_precision {
+  int64_t exponent_bits, mantissa_bits;
+} kir_p_reduce_precision;
 typedef struct kir_p_broadcast { kir_dims broadcast_dimensions; kir_sizes shape; } kir_p_broadcast;
 typedef struct kir_p_reshape { kir_sizes new_sizes; } kir_p_reshape;
 typedef struct kir_p_transpose { kir_dims permutation; } kir_p_transpose;
@@ -391,6 +397,8 @@ typedef struct kir_p_host_callback {
   X(CONVERT, convert, kir_p_convert)                   \
   X(BITCAST, bitcast, kir_p_bitcast)                   \
   X(ROUND, round, kir_p_round)                         \
+  X(INTEGER_POW, integer_pow, kir_p_integer_pow)       \
+  X(REDUCE_PRECISION, reduce_precision, kir_p_reduce_precision) \
   X(BROADCAST, broadcast, kir_p_broadcast)             \
   X(RESHAPE, reshape, kir_p_reshape)                   \
   X(TRANSPOSE, transpose, kir_p_transpose)             \

@@ -104,6 +104,23 @@ kiln_val *kiln_round(kiln_trace *t, kiln_val *x) {
   return ktr_bind(t, "kiln_round", KIR_PRIM_ROUND, &p, 1, &x, 1, NULL);
 }
 
+/* lax.integer_pow: x ** y for a static y (negative only for floats). */
+kiln_val *kiln_integer_pow(kiln_trace *t, kiln_val *x, int64_t y) {
+  kir_params p;
+  memset(&p, 0, sizeof p);
+  p.integer_pow.y = y;
+  return ktr_bind(t, "kiln_integer_pow", KIR_PRIM_INTEGER_POW, &p, 1, &x, 1, NULL);
+}
+
+/* lax.reduce_precision: x rounded to a float of the given bit widths. */
+kiln_val *kiln_reduce_precision(kiln_trace *t, kiln_val *x, int exponent_bits, int mantissa_bits) {
+  kir_params p;
+  memset(&p, 0, sizeof p);
+  p.reduce_precision.exponent_bits = exponent_bits;
+  p.reduce_precision.mantissa_bits = mantissa_bits;
+  return ktr_bind(t, "kiln_reduce_precision", KIR_PRIM_REDUCE_PRECISION, &p, 1, &x, 1, NULL);
+}
+
 /* lax.stop_gradient: the identity on values, a constant to autodiff;
  * integer and bool values have no tangent and pass through unbound. */
 kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x) {
