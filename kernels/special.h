@@ -20,14 +20,10 @@ KILN_SPECIAL_FN double kiln_digamma_f64(double x) {
   if (x != x) return x;
   if (x - x != 0.0) return x > 0 ? x : x - x; /* +inf; NaN for -inf */
   double r = 0.0;
-  const double pi = 3.14159265358979323846;
-  if (x <= 0.0) {
-    double t = x - floor(x); /* tan(pi x) = tan(pi t), with t exact */
+  if (x < 0.5) { /* psi(x) = psi(1 - x) - pi / tan(pi x), tan's period is 1 */
+    double t = x - rint(x); /* exact, in [-1/2, 1/2] */
     if (t == 0.0) return (x - x) / (x - x);
-    r = -pi / tan(pi * t);
-    x = 1.0 - x;
-  } else if (x < 0.5) {
-    r = -pi / tan(pi * x);
+    r = -3.14159265358979323846 / tan(3.14159265358979323846 * t);
     x = 1.0 - x;
   }
   for (; x < 10.0; x += 1.0) r -= 1.0 / x;
@@ -41,15 +37,19 @@ KILN_SPECIAL_FN float kiln_digamma_f32(float x) { return (float)kiln_digamma_f64
 
 /* XLA's ReducePrecision of a value of a float format with src_e exponent
  * and src_m mantissa bits: the mantissa rounds to m bits (to nearest even,
- * subnormals on the source's grid), then with e < src_e exponent bits a
- * result past the new range overflows to inf and one at or below its
- * smallest normal exponent becomes a signed zero. NaN stays NaN. */
+ * subnormals on the source's grid, as XLA's bit trick does), then with
+ * e < src_e exponent bits a result past the new range overflows to inf and
+ * one at or below its smallest normal exponent becomes a signed zero. NaN
+ * stays NaN. */
 KILN_SPECIAL_FN double kiln_reduce_precision_f64(double x, int src_e, int src_m, int e, int m) {
   if (x != x || x == 0.0 || x - x != 0.0) return x;
   if (m < src_m) {
-    int emin = 2 - (1 << (src_e - 1)), k = ilogb(x);
-    double q = ldexp(1.0, (k < emin ? emin : k) - m); /* the new quantum */
-    x = rint(x / q) * q;
+    int bias = (1 << (src_e - 1)) - 1, k = ilogb(x);
+    double q = ldexp(1.0, (k < 1 - bias ? 1 - bias : k) - m); /* the new quantum */
+    double n = fabs(x) / q, r = rint(n);
+    /* m = 0: XLA's "last mantissa bit" of a tie is the exponent's lowest */
+    if (m == 0 && k >= 1 - bias && n - floor(n) == 0.5) r = (k + bias) & 1 ? ceil(n) : floor(n);
+    x = copysign(r * q, x);
   }
   if (e < src_e && x - x == 0.0) {
     int bias = (1 << (e - 1)) - 1, k = ilogb(x);
