@@ -108,7 +108,6 @@ static inline double kir_ew_ftz(kiln_dtype dt, double v) {
   return fabs(v) < min ? copysign(0.0, v) : v;
 }
 
-
 /* An integer as a float of dtype `to`, as XLA converts: f64 directly, the
  * others through f32 (so bf16 rounds twice). */
 static inline double kir_ew_int_to_float(kir_ew_val v, bool is_signed, kiln_dtype to) {
