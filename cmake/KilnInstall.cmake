@@ -1,5 +1,6 @@
 # Installs headers, both libraries, an exported CMake package and kiln.pc.
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${KILN_GENERATED_INCLUDE}/kiln/ops.def DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 install(TARGETS kiln kiln_static EXPORT kilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

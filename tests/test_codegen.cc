@@ -746,6 +746,46 @@ TEST(CodegenElementwise, UnaryIntegerAndBool) {
   checks.Add(std::move(p), KFUSE_LOOP, in, Tol(), "unary integers");
 }
 
+// The primitives issue 11 added: square, integer_pow, erfc, lgamma, digamma,
+// reduce_precision, copy (the C kernel against the reference evaluator).
+TEST(CodegenElementwise, UnarySpecial) {
+  Checks checks;
+  for (kiln_dtype d : kFloats) {
+    std::vector<Op> ops;
+    for (const char *p : {"square", "erfc", "lgamma", "digamma", "copy"})
+      ops.push_back({p, "", {0}, KILN_INVALID_DTYPE});
+    for (const char *y : {"y=0", "y=1", "y=5", "y=-3"})
+      ops.push_back({"integer_pow", y, {0}, KILN_INVALID_DTYPE});
+    for (const char *f : {"exponent_bits=5 mantissa_bits=10", "exponent_bits=8 mantissa_bits=7",
+                          "exponent_bits=4 mantissa_bits=3"})
+      ops.push_back({"reduce_precision", f, {0}, KILN_INVALID_DTYPE});
+    Program p = Parse(OpsProgram({{d, {8, 9}}}, ops, {8, 9}));
+    ASSERT_TRUE(p);
+    std::vector<Buf> in = Inputs(p.get(), 1);
+    FillValues(in[0], FloatEdges(), 2, Domain::kNormal);
+    Tol tol;
+    tol.f64 = 4e-15;
+    checks.Add(std::move(p), KFUSE_LOOP, in, tol, std::string("special ") + kiln_dtype_name(d));
+  }
+  std::vector<std::pair<kiln_dtype, std::vector<int64_t>>> ins;
+  std::vector<Op> ops;
+  int i = 0;
+  for (kiln_dtype d : kInts) {
+    ins.push_back({d, {40}});
+    for (const char *p : {"square", "copy"}) ops.push_back({p, "", {i}, d});
+    ops.push_back({"integer_pow", "y=3", {i}, d});
+    i++;
+  }
+  Program p = Parse(OpsProgram(ins, ops, {40}));
+  ASSERT_TRUE(p);
+  std::vector<Buf> in = Inputs(p.get(), 3);
+  for (size_t k = 0; k < in.size(); k++) {
+    std::vector<uint64_t> e = IntEdgeBits(in[k].aval.dtype);
+    for (size_t j = 0; j < e.size(); j++) in[k].SetBits((int64_t)j, e[j]);
+  }
+  checks.Add(std::move(p), KFUSE_LOOP, in, Tol(), "special integers");
+}
+
 // Every pair of edge values, for binary primitives.
 static void FillPairs(Buf &a, Buf &b, const std::vector<uint64_t> &edges) {
   size_t n = edges.size();

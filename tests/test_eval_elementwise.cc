@@ -371,6 +371,9 @@ TEST(EvalElementwise, FoldingUsesTheReferenceEvaluators) {
 TEST(EvalElementwise, UnaryMatchesJax) { CheckFile("eval_elementwise_unary.txt"); }
 TEST(EvalElementwise, BinaryMatchesJax) { CheckFile("eval_elementwise_binary.txt"); }
 TEST(EvalElementwise, ComparisonsMatchJax) { CheckFile("eval_elementwise_compare.txt"); }
+TEST(EvalElementwise, SquareIntegerPowSpecialFunctionsReducePrecisionCopyMatchJax) {
+  CheckFile("eval_elementwise_special.txt");
+}
 TEST(EvalElementwise, SelectClampConvertBitcastAndShapesMatchJax) {
   CheckFile("eval_elementwise_misc.txt");
 }

@@ -183,7 +183,8 @@ class Gen {
         KIR_PRIM_TANH,  KIR_PRIM_LOGISTIC, KIR_PRIM_SIN, KIR_PRIM_COS,     KIR_PRIM_TAN,
         KIR_PRIM_ASIN,  KIR_PRIM_ACOS,  KIR_PRIM_ATAN,  KIR_PRIM_SINH,     KIR_PRIM_COSH,
         KIR_PRIM_ASINH, KIR_PRIM_ACOSH, KIR_PRIM_ATANH, KIR_PRIM_ERF,      KIR_PRIM_ERF_INV,
-        KIR_PRIM_IS_FINITE};
+        KIR_PRIM_IS_FINITE, KIR_PRIM_SQUARE, KIR_PRIM_ERFC, KIR_PRIM_LGAMMA, KIR_PRIM_DIGAMMA,
+        KIR_PRIM_COPY};
     static const std::vector<kir_prim> num_binary = {KIR_PRIM_ADD, KIR_PRIM_SUB, KIR_PRIM_MUL,
                                                      KIR_PRIM_DIV, KIR_PRIM_REM, KIR_PRIM_MAX,
                                                      KIR_PRIM_MIN};
@@ -216,6 +217,13 @@ class Gen {
         if ((x = VarIn(s, KIR_DT_FLOAT)) != KIR_NO_VAR) {
           par.round.rounding_method = Int(0, 1);
           Add(s, KIR_PRIM_ROUND, &par, {x});
+          par = Zero();
+          par.integer_pow.y = Int(-3, 5);
+          Add(s, KIR_PRIM_INTEGER_POW, &par, {x});
+          par = Zero();
+          par.reduce_precision.exponent_bits = Int(1, 11);
+          par.reduce_precision.mantissa_bits = Int(0, 52);
+          Add(s, KIR_PRIM_REDUCE_PRECISION, &par, {x});
         }
         break;
       case 4:

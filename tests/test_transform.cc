@@ -48,24 +48,43 @@ kiln_tree *BinaryApply(kiln_trace *t, const kiln_tree *a, void *u) {
 }
 
 // grad of sum(op(x) * c) and jvp of op(x) against the golden case `name`.
-void CheckRule(Ctx &c, const std::string &name, kiln_fn loss_fn, kiln_fn apply_fn, void *op) {
+void CheckRule(Ctx &c, const std::string &name, kiln_fn loss_fn, kiln_fn apply_fn, void *op,
+               const std::string &file = "transform_grad.txt") {
   SCOPED_TRACE(name);
   Func loss(loss_fn, op, name.c_str()), apply(apply_fn, op, name.c_str());
   kiln_func *g = nullptr, *j = nullptr;
   ASSERT_EQ(kiln_grad(loss.f, nullptr, 0, 0, &g), KILN_OK);
   ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
   Func gf(g), jf(j);
-  kiln_tree *out = Jit(c, g, Tuple({Leaf(c.dev, G(name, "x")), Leaf(c.dev, G(name, "c"))}));
-  if (out) ExpectNear(Values<float>(out), G(name, "vjp"), name + " vjp");
+  kiln_tree *out =
+      Jit(c, g, Tuple({Leaf(c.dev, G(name, "x", file)), Leaf(c.dev, G(name, "c", file))}));
+  if (out) ExpectNear(Values<float>(out), G(name, "vjp", file), name + " vjp");
   kiln_tree_free(out);
-  out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x"))}), Tuple({Leaf(c.dev, G(name, "t"))})}));
-  if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp"), name + " jvp");
+  out = Jit(c, j, Tuple({Tuple({Leaf(c.dev, G(name, "x", file))}),
+                         Tuple({Leaf(c.dev, G(name, "t", file))})}));
+  if (out) ExpectNear(Values<float>(kiln_tree_child(out, 1)), G(name, "jvp", file), name + " jvp");
   kiln_tree_free(out);
 }
 
 TEST(Autodiff, UnaryJvpAndVjpMatchJax) {
   Ctx c;
   for (const auto &[name, op] : UnaryOps()) CheckRule(c, name, UnaryLoss, UnaryApply, (void *)op);
+}
+
+// The primitives issue 11 added (golden/transform_special.py).
+kiln_val *Pow3(kiln_trace *t, kiln_val *x) { return kiln_integer_pow(t, x, 3); }
+kiln_val *PowMinus2(kiln_trace *t, kiln_val *x) { return kiln_integer_pow(t, x, -2); }
+kiln_val *Pow0(kiln_trace *t, kiln_val *x) { return kiln_integer_pow(t, x, 0); }
+kiln_val *ToF16Precision(kiln_trace *t, kiln_val *x) { return kiln_reduce_precision(t, x, 5, 10); }
+
+TEST(Autodiff, SquareErfcLgammaIntegerPowReducePrecisionCopyMatchJax) {
+  Ctx c;
+  const std::map<std::string, Unary> ops = {
+      {"square", kiln_square}, {"erfc", kiln_erfc},           {"lgamma", kiln_lgamma},
+      {"integer_pow_3", Pow3}, {"integer_pow_-2", PowMinus2}, {"integer_pow_0", Pow0},
+      {"reduce_precision", ToF16Precision}, {"copy", kiln_copy}};
+  for (const auto &[name, op] : ops)
+    CheckRule(c, name, UnaryLoss, UnaryApply, (void *)op, "transform_special.txt");
 }
 
 TEST(Autodiff, BinaryJvpAndVjpMatchJaxWithBroadcasting) {

@@ -24,12 +24,11 @@ kiln_val *Sc(kiln_trace *t, double v) { return kiln_scalar(t, KILN_F32, v); }
 const std::map<std::string, PerExample> &Ops() {
   static const std::map<std::string, PerExample> m = [] {
     std::map<std::string, PerExample> o;
-#define UNARY(name) o[#name] = [](kiln_trace *t, const Args &a) { return kiln_##name(t, a[0]); };
-    KILN_UNARY_OPS(UNARY)
-#undef UNARY
-#define BINARY(name) o[#name] = [](kiln_trace *t, const Args &a) { return kiln_##name(t, a[0], a[1]); };
-    KILN_BINARY_OPS(BINARY)
-#undef BINARY
+#define KILN_UNARY_OP(name) o[#name] = [](kiln_trace *t, const Args &a) { return kiln_##name(t, a[0]); };
+#define KILN_BINARY_OP(name) o[#name] = [](kiln_trace *t, const Args &a) { return kiln_##name(t, a[0], a[1]); };
+#include "kiln/ops.def"
+#undef KILN_UNARY_OP
+#undef KILN_BINARY_OP
     o["mul_scalar"] = o["mul"];
     o["lt"] = [](kiln_trace *t, const Args &a) { return kiln_convert(t, kiln_lt(t, a[0], a[1]), KILN_F32); };
     o["where"] = [](kiln_trace *t, const Args &a) {

@@ -62,27 +62,34 @@ kiln_val *kiln_scalar(kiln_trace *t, kiln_dtype dtype, double v); /* strong */
 kiln_val *kiln_full(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *shape, double v);
 kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *shape, int dimension);
 
-/* ---- elementwise unary (lax semantics) ---- */
-#define KILN_UNARY_OPS(X)                                                                       \
-  X(neg) X(abs) X(sign) X(floor) X(ceil) X(round) X(exp) X(exp2) X(expm1) X(log) X(log1p)    \
-  X(sqrt) X(rsqrt) X(cbrt) X(tanh) X(logistic) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) \
-  X(sinh) X(cosh) X(asinh) X(acosh) X(atanh) X(erf) X(erf_inv) X(is_finite) X(not)          \
-  X(population_count)
-#define KILN_DECLARE_UNARY(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *x);
-KILN_UNARY_OPS(KILN_DECLARE_UNARY)
-#undef KILN_DECLARE_UNARY
+/* ---- elementwise ops (lax semantics; binary ones promote and broadcast) ----
+ * kiln/ops.def, written by the build from the IR's primitive table and
+ * installed beside this header, lists every generated builder as
+ * KILN_UNARY_OP(name) (kiln_<name>(t, x)) or KILN_BINARY_OP(name)
+ * (kiln_<name>(t, a, b)): neg abs sign floor ceil exp exp2 expm1 log log1p
+ * sqrt rsqrt cbrt tanh logistic sin cos tan asin acos atan sinh cosh asinh
+ * acosh atanh erf erf_inv is_finite not population_count, add sub mul div
+ * rem pow max min atan2 and or xor shift_left shift_right_logical
+ * shift_right_arithmetic nextafter eq ne lt le gt ge, square erfc lgamma
+ * digamma copy, and more. Define both
+ * macros and include it to walk the list. */
+#define KILN_UNARY_OP(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *x);
+#define KILN_BINARY_OP(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b);
+#include "kiln/ops.def"
+#undef KILN_UNARY_OP
+#undef KILN_BINARY_OP
+/* jnp.round: halves to even. */
+kiln_val *kiln_round(kiln_trace *t, kiln_val *x);
+/* lax.integer_pow: x ** y by repeated multiplication (negative y: 1 / x ** -y,
+ * floats only). */
+kiln_val *kiln_integer_pow(kiln_trace *t, kiln_val *x, int64_t y);
+/* lax.reduce_precision: x (float) rounded to nearest even onto a float format
+ * of exponent_bits (1..11) and mantissa_bits (0..52), overflowing to inf and
+ * flushing below its normal range, kept in x's dtype. */
+kiln_val *kiln_reduce_precision(kiln_trace *t, kiln_val *x, int exponent_bits, int mantissa_bits);
 /* lax.stop_gradient: x, seen by autodiff as a constant (zero tangent and
  * cotangent); integer and bool x is returned as it is. */
 kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x);
-
-/* ---- elementwise binary (broadcasting, promotion) ---- */
-#define KILN_BINARY_OPS(X)                                                                \
-  X(add) X(sub) X(mul) X(div) X(rem) X(pow) X(max) X(min) X(atan2) X(and) X(or) X(xor) \
-  X(shift_left) X(shift_right_logical) X(shift_right_arithmetic) X(nextafter) X(eq)    \
-  X(ne) X(lt) X(le) X(gt) X(ge)
-#define KILN_DECLARE_BINARY(name) kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b);
-KILN_BINARY_OPS(KILN_DECLARE_BINARY)
-#undef KILN_DECLARE_BINARY
 
 /* lax.select_n: which (bool or int32) picks among n cases of one type. */
 kiln_val *kiln_select_n(kiln_trace *t, kiln_val *which, int n, kiln_val *const *cases);

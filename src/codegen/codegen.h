@@ -296,17 +296,35 @@ const kcg_term *kcg_index_coords(kcg_ctx *c, int ix);
  * the shape primitives. */
 int kcg_index_operand(kcg_ctx *c, const kir_eqn *e, int k, int ix);
 
-/* ---- expressions (expr.c) ---- */
+/* ---- dtypes and literals (dtype_spelling.c) ---- */
 const char *kcg_ctype(kiln_dtype d);  /* computed as: float for f16/bf16 */
 const char *kcg_stype(kiln_dtype d);  /* stored as: kiln_half for f16/bf16 */
+const char *kcg_sfx(kiln_dtype d);    /* the prelude helpers' suffix: "f32" for f16/bf16 */
+bool kcg_is_half(kiln_dtype d);       /* f16 or bf16 */
+const char *kcg_mathf(kiln_dtype d);  /* <math.h>'s suffix: "f" but for f64 */
+/* An f32 expression rounded to d when d is a 16-bit float. */
+const char *kcg_round_to(kcg_ctx *c, kiln_dtype d, const char *e);
+double kcg_round_value(kiln_dtype d, double v); /* v rounded to a float dtype, now */
+/* The literal of `x` in dtype d's compute type. */
+const char *kcg_literal(kcg_ctx *c, kiln_dtype d, kir_scalar x);
+
+/* ---- elementwise equations (expr_elementwise.c) ---- */
+kcg_term kcg_eqn_elementwise(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix);
+kcg_term kcg_eqn_iota(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix);
+kcg_term kcg_eqn_bitcast(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix);
+
+/* ---- expressions (expr.c) ---- */
+/* `const T name = expr;` in `scope`, as a term. */
+kcg_term kcg_local(kcg_ctx *c, kiln_dtype d, int scope, const char *expr);
+/* The stored bits of an f16/bf16 v at ix when v is an input read through
+ * index maps only; false otherwise. */
+bool kcg_raw(kcg_ctx *c, kir_vid v, int ix, kcg_term *out);
 /* The value of v at index ix (of v's shape), computed where it can be. */
 kcg_term kcg_value(kcg_ctx *c, kir_vid v, int ix);
 /* Stores v at ix into argument slot `slot`, in the current scope. */
 void kcg_store(kcg_ctx *c, int slot, kir_vid v, int ix);
 /* The same, into the lvalue `dest` (NULL: the output array at ix). */
 void kcg_store_to(kcg_ctx *c, int slot, kir_vid v, int ix, const char *dest);
-/* The literal of `x` in dtype d's compute type. */
-const char *kcg_literal(kcg_ctx *c, kiln_dtype d, kir_scalar x);
 /* Memoizes value at (v, ix); `raw`: the stored bits (see kcg_memo). */
 void kcg_memo_put(kcg_ctx *c, kir_vid v, int ix, bool raw, kcg_term value);
 /* Conversions between a dtype's storage and compute forms. */
@@ -332,7 +350,7 @@ typedef struct kcg_reducer {
   const char *identity; /* literal */
   const char *ctype;    /* accumulator type (f16/bf16 sums round every step) */
 } kcg_reducer;
-kcg_reducer kcg_reducer_of(kcg_ctx *c, kir_prim prim, kiln_dtype d);
+kcg_reducer kcg_reducer_of(kcg_ctx *c, kir_prim prim, kiln_dtype d); /* reduce.c */
 /* The operand index of reduction e for result index ix with the reduced
  * dims' coordinates (in e's sorted axis order) given; trailing-axis
  * reductions also get their linear index from ix's. `rlin` (may be NULL)

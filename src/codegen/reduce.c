@@ -1,8 +1,116 @@
-/* Reduction loops shared by the skeletons: accumulators, sequential loops
+/* Reductions for the skeletons: each reduction's combination and identity,
+ * the operand index of a reduced element, accumulators, sequential loops
  * over the reduced dimensions (with independent lanes where the compiler can
  * vectorize them), and the loops over one row of a ROW kernel. */
+#include <math.h>
 #include <stdlib.h>
 #include "codegen/codegen.h"
+
+kcg_reducer kcg_reducer_of(kcg_ctx *c, kir_prim prim, kiln_dtype d) {
+  kcg_reducer r;
+  const char *s = kcg_sfx(d);
+  bool fl = kiln_dtype_is_float(d), sg = kiln_dtype_is_signed(d) && !fl;
+  int bits = (int)kiln_dtype_size(d) * 8;
+  int64_t smin = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+  uint64_t umax = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+  kir_scalar id = kir_scalar_i(0);
+  const char *op;
+  switch (prim) {
+    case KIR_PRIM_REDUCE_SUM:
+    case KIR_PRIM_REDUCE_PROD:
+      op = prim == KIR_PRIM_REDUCE_SUM ? "add" : "mul";
+      if (fl)
+        id = kir_scalar_f(prim == KIR_PRIM_REDUCE_SUM ? 0.0 : 1.0);
+      else
+        id = kir_scalar_i(prim == KIR_PRIM_REDUCE_SUM ? 0 : 1);
+      if (kcg_is_half(d)) s = d == KILN_F16 ? "f16" : "bf16"; /* rounds every step */
+      break;
+    case KIR_PRIM_REDUCE_MAX:
+      op = "max";
+      if (fl) id = kir_scalar_f(-INFINITY);
+      else if (sg) id = kir_scalar_i(smin);
+      break;
+    case KIR_PRIM_REDUCE_MIN:
+      op = "min";
+      if (fl) id = kir_scalar_f(INFINITY);
+      else if (sg) id = kir_scalar_i(-(smin + 1));
+      else id = d == KILN_BOOL ? kir_scalar_i(1) : kir_scalar_u(umax);
+      break;
+    case KIR_PRIM_REDUCE_AND:
+      op = "and";
+      id = d == KILN_BOOL ? kir_scalar_i(1) : sg ? kir_scalar_i(-1) : kir_scalar_u(umax);
+      break;
+    default:
+      KCORE_ASSERT(prim == KIR_PRIM_REDUCE_OR);
+      op = "or";
+      break;
+  }
+  r.name = kcg_strf(c, "%s_%s", op, s);
+  r.combine = kcg_strf(c, "kiln_%s_%s", op, s);
+  r.identity = kcg_literal(c, d == KILN_F16 || d == KILN_BF16 ? KILN_F32 : d, id);
+  r.ctype = kcg_ctype(d);
+  return r;
+}
+
+int kcg_reduce_axes(const kcg_ctx *c, const kir_eqn *e, int *axes, int64_t *count) {
+  const kir_aval *a = kir_var_aval(c->p, e->in[0]);
+  int n = 0;
+  *count = 1;
+  for (int d = 0; d < a->rank; d++)
+    for (int k = 0; k < e->params.axes.axes.n; k++)
+      if (e->params.axes.axes.v[k] == d) {
+        axes[n++] = d;
+        *count *= a->shape[d];
+      }
+  return n;
+}
+
+int kcg_reduce_operand_index(kcg_ctx *c, const kir_eqn *e, int ix, const kcg_term *rcoords,
+                             const kcg_term *rlin) {
+  const kir_aval *a = kir_var_aval(c->p, e->in[0]);
+  int axes[KIR_MAX_RANK];
+  int64_t count, rshape[KIR_MAX_RANK];
+  int m = kcg_reduce_axes(c, e, axes, &count);
+  bool trailing = true;
+  for (int k = 0; k < m; k++) {
+    rshape[k] = a->shape[axes[k]];
+    trailing = trailing && axes[k] == a->rank - m + k;
+  }
+  kcg_term lin, oc[KIR_MAX_RANK], rc[KIR_MAX_RANK];
+  bool have_lin = false, have_coords = false;
+  if (!rcoords) { /* coordinates over the reduced dims, from their linear index */
+    if (trailing) {
+      rcoords = NULL;
+    } else {
+      int rix = kcg_index_get(c, m, rshape, rlin, NULL);
+      memcpy(rc, kcg_index_coords(c, rix), sizeof(kcg_term) * (size_t)m);
+      rcoords = rc;
+    }
+  }
+  if (trailing) { /* the reduced elements of one result are contiguous */
+    kcg_term r = rlin ? *rlin : rcoords[0];
+    if (!rlin)
+      for (int k = 1; k < m; k++)
+        r = kcg_term_make(kcg_strf(c, "(%s * %lld + %s)", r.expr, (long long)rshape[k],
+                                   rcoords[k].expr),
+                          kcg_scope_deeper(c, r.scope, rcoords[k].scope));
+    kcg_term base = kcg_index_lin(c, ix);
+    if (strcmp(base.expr, "0") == 0)
+      lin = r;
+    else
+      lin = kcg_term_make(kcg_strf(c, "(%s * %lld + %s)", base.expr, (long long)count, r.expr),
+                          kcg_scope_deeper(c, base.scope, r.scope));
+    have_lin = true;
+  }
+  if (rcoords && (!trailing || c->idx[ix].has_coords)) {
+    const kcg_term *xc = kcg_index_coords(c, ix);
+    int j = 0, k = 0;
+    for (int d = 0; d < a->rank; d++)
+      oc[d] = (k < m && axes[k] == d) ? rcoords[k++] : xc[j++];
+    have_coords = true;
+  }
+  return kcg_index_get(c, a->rank, a->shape, have_lin ? &lin : NULL, have_coords ? oc : NULL);
+}
 
 void kcg_reducers(kcg_ctx *c, const int *eqns, int n, kcg_reducer *r) {
   for (int k = 0; k < n; k++) {

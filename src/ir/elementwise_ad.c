@@ -95,12 +95,38 @@ static kiln_status unary_coeff(kir_program *p, kir_prim prim, kir_vid x, kir_vid
       TRY(kir_emit1(p, KIR_PRIM_NEG, a, &a));
       TRY(kir_emit1(p, KIR_PRIM_EXP, a, &a));
       return lit_op(p, KIR_PRIM_MUL, a, 1.12837916709551257390 /* 2/sqrt(pi) */, c);
+    case KIR_PRIM_ERFC: /* -2/sqrt(pi) exp(-x^2) */
+      TRY(kir_emit2(p, KIR_PRIM_MUL, x, x, &a));
+      TRY(kir_emit1(p, KIR_PRIM_NEG, a, &a));
+      TRY(kir_emit1(p, KIR_PRIM_EXP, a, &a));
+      return lit_op(p, KIR_PRIM_MUL, a, -1.12837916709551257390, c);
+    case KIR_PRIM_SQUARE: return lit_op(p, KIR_PRIM_MUL, x, 2.0, c);
+    case KIR_PRIM_LGAMMA: return kir_emit1(p, KIR_PRIM_DIGAMMA, x, c);
     case KIR_PRIM_ERF_INV: /* sqrt(pi)/2 exp(y^2) */
       TRY(kir_emit2(p, KIR_PRIM_MUL, y, y, &a));
       TRY(kir_emit1(p, KIR_PRIM_EXP, a, &a));
       return lit_op(p, KIR_PRIM_MUL, a, 0.88622692545275801365 /* sqrt(pi)/2 */, c);
     default: return kcore_fail(KILN_ERR_UNIMPLEMENTED, "autodiff: no jvp rule for %s", kir_prim_name(prim));
   }
+}
+
+/* y x^(y-1), as JAX's _integer_pow_jvp (zero for y = 0). */
+static kiln_status jvp_integer_pow(kir_program *p, const kir_eqn *e, const kir_vid *x,
+                                   const kir_vid *y, const kir_vid *tx, kir_vid *ty) {
+  int64_t n = e->params.integer_pow.y;
+  kir_vid c;
+  (void)y;
+  if (n == 0) return kir_emit_zeros(p, kir_var_aval(p, x[0]), ty);
+  if (n == 1) {
+    *ty = tx[0];
+    return KILN_OK;
+  }
+  kir_params q;
+  memset(&q, 0, sizeof q);
+  q.integer_pow.y = n - 1;
+  TRY(kir_emit(p, KIR_PRIM_INTEGER_POW, &q, 1, &x[0], &c));
+  TRY(lit_op(p, KIR_PRIM_MUL, c, (double)n, &c));
+  return kir_emit2(p, KIR_PRIM_MUL, tx[0], c, ty);
 }
 
 static kiln_status jvp_unary(kir_program *p, const kir_eqn *e, const kir_vid *x, const kir_vid *y,
@@ -269,6 +295,13 @@ static kiln_status jvp_convert(kir_program *p, const kir_eqn *e, const kir_vid *
 
 /* ---- transposes ---- */
 
+/* reduce_precision and copy are linear: the cotangent goes through them. */
+static kiln_status tr_like(kir_program *p, const kir_program *src, const kir_eqn *e,
+                           const bool *lin, const kir_vid *x, const kir_vid *ct, kir_vid *ct_x) {
+  (void)src, (void)lin, (void)x;
+  return kir_emit_like(p, e, 1, ct, &ct_x[0]);
+}
+
 static kiln_status tr_neg(kir_program *p, const kir_program *src, const kir_eqn *e,
                           const bool *lin, const kir_vid *x, const kir_vid *ct, kir_vid *ct_x) {
   (void)src, (void)e, (void)lin, (void)x;
@@ -332,7 +365,8 @@ void kir_elementwise_ad(kir_ad_rules *r) {
       KIR_PRIM_LOG1P, KIR_PRIM_SQRT,    KIR_PRIM_RSQRT, KIR_PRIM_CBRT,  KIR_PRIM_TANH,
       KIR_PRIM_LOGISTIC, KIR_PRIM_SIN,  KIR_PRIM_COS,   KIR_PRIM_TAN,   KIR_PRIM_ASIN,
       KIR_PRIM_ACOS, KIR_PRIM_ATAN,     KIR_PRIM_SINH,  KIR_PRIM_COSH,  KIR_PRIM_ASINH,
-      KIR_PRIM_ACOSH, KIR_PRIM_ATANH,   KIR_PRIM_ERF,   KIR_PRIM_ERF_INV};
+      KIR_PRIM_ACOSH, KIR_PRIM_ATANH,   KIR_PRIM_ERF,   KIR_PRIM_ERF_INV, KIR_PRIM_ERFC,
+      KIR_PRIM_SQUARE, KIR_PRIM_LGAMMA};
   for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) r->jvp[unary[i]] = jvp_unary;
   static const kir_prim zero[] = {
       KIR_PRIM_SIGN, KIR_PRIM_FLOOR, KIR_PRIM_CEIL, KIR_PRIM_ROUND, KIR_PRIM_IS_FINITE,
@@ -346,6 +380,13 @@ void kir_elementwise_ad(kir_ad_rules *r) {
                                     KIR_PRIM_POW};
   for (size_t i = 0; i < sizeof binary / sizeof *binary; i++) r->jvp[binary[i]] = jvp_binary;
   r->jvp[KIR_PRIM_NEG] = jvp_linear;
+  r->jvp[KIR_PRIM_COPY] = jvp_linear;
+  r->jvp[KIR_PRIM_REDUCE_PRECISION] = jvp_linear;
+  r->jvp[KIR_PRIM_INTEGER_POW] = jvp_integer_pow;
+  /* digamma has none yet: its derivative is polygamma(1, x), which kiln
+   * lacks (autodiff reports "no jvp rule for digamma") */
+  r->transpose[KIR_PRIM_COPY] = tr_like;
+  r->transpose[KIR_PRIM_REDUCE_PRECISION] = tr_like;
   r->jvp[KIR_PRIM_SELECT_N] = jvp_select_n;
   r->jvp[KIR_PRIM_CLAMP] = jvp_clamp;
   r->jvp[KIR_PRIM_CONVERT_ELEMENT_TYPE] = jvp_convert;

@@ -13,6 +13,9 @@ static const kir_field kir_f_convert[] = {F(convert, new_dtype, DTYPE),
                                           F(convert, weak_type, BOOL)};
 static const kir_field kir_f_bitcast[] = {F(bitcast, new_dtype, DTYPE)};
 static const kir_field kir_f_round[] = {F(round, rounding_method, INT)};
+static const kir_field kir_f_integer_pow[] = {F(integer_pow, y, INT)};
+static const kir_field kir_f_reduce_precision[] = {F(reduce_precision, exponent_bits, INT),
+                                                   F(reduce_precision, mantissa_bits, INT)};
 static const kir_field kir_f_broadcast[] = {F(broadcast, broadcast_dimensions, DIMS),
                                             F(broadcast, shape, SIZES)};
 static const kir_field kir_f_reshape[] = {F(reshape, new_sizes, SIZES)};
@@ -103,6 +106,8 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_CONVERT] = KIR_FIELDS(kir_f_convert),
     [KIR_PARAMS_BITCAST] = KIR_FIELDS(kir_f_bitcast),
     [KIR_PARAMS_ROUND] = KIR_FIELDS(kir_f_round),
+    [KIR_PARAMS_INTEGER_POW] = KIR_FIELDS(kir_f_integer_pow),
+    [KIR_PARAMS_REDUCE_PRECISION] = KIR_FIELDS(kir_f_reduce_precision),
     [KIR_PARAMS_BROADCAST] = KIR_FIELDS(kir_f_broadcast),
     [KIR_PARAMS_RESHAPE] = KIR_FIELDS(kir_f_reshape),
     [KIR_PARAMS_TRANSPOSE] = KIR_FIELDS(kir_f_transpose),

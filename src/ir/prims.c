@@ -7,8 +7,22 @@
 static const kir_prim_info kir_prims[KIR_NUM_PRIMS] = {
 #define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags) \
   [KIR_PRIM_##ID] = {name, KIR_FAMILY_##family, n_in, n_out, KIR_PARAMS_##params, rule, flags},
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, cost, builder, c_float, c_int)              \
+  [KIR_PRIM_##ID] = {#name, KIR_FAMILY_ELEMENTWISE, n_in, 1, KIR_PARAMS_##params, rule,           \
+                     KIR_PRIM_##cost, KIR_BUILDER_##builder, KIR_C_##c_float, KIR_C_##c_int},
+#define KIR_C_SPELL(kind, text, exact) {KIR_SPELL_##kind, #text, exact}
+#define KIR_C_MATH(f) KIR_C_SPELL(MATH, f, false)
+#define KIR_C_MATH_EXACT(f) KIR_C_SPELL(MATH, f, true)
+#define KIR_C_HELPER(f) KIR_C_SPELL(HELPER, f, false)
+#define KIR_C_HELPER_EXACT(f) KIR_C_SPELL(HELPER, f, true)
+#define KIR_C_INFIX(op) KIR_C_SPELL(INFIX, op, false)
+#define KIR_C_CAST_INFIX(op) KIR_C_SPELL(CAST_INFIX, op, true)
+#define KIR_C_PREFIX(op) KIR_C_SPELL(PREFIX, op, true)
+#define KIR_C_OWN {KIR_SPELL_OWN, NULL, false}
+#define KIR_C_NONE {KIR_SPELL_NONE, NULL, false}
 #include "ir/prims.def"
 #undef KIR_PRIM
+#undef KIR_ELEMENTWISE
 };
 
 const kir_prim_info *kir_prim_get(kir_prim p) {

@@ -66,23 +66,35 @@ kiln_val *kiln_iota(kiln_trace *t, kiln_dtype dtype, int rank, const int64_t *sh
   return ktr_bind(t, op, KIR_PRIM_IOTA, &p, 0, NULL, 1, NULL);
 }
 
-/* ---- unary ---- */
+/* ---- the generated builders ---- */
 
-/* (public name, IR primitive) for every unary op but round. */
-#define KTR_UNARY(X)                                                                         \
-  X(neg, NEG) X(abs, ABS) X(sign, SIGN) X(floor, FLOOR) X(ceil, CEIL) X(exp, EXP)          \
-  X(exp2, EXP2) X(expm1, EXPM1) X(log, LOG) X(log1p, LOG1P) X(sqrt, SQRT) X(rsqrt, RSQRT) \
-  X(cbrt, CBRT) X(tanh, TANH) X(logistic, LOGISTIC) X(sin, SIN) X(cos, COS) X(tan, TAN)   \
-  X(asin, ASIN) X(acos, ACOS) X(atan, ATAN) X(sinh, SINH) X(cosh, COSH) X(asinh, ASINH)   \
-  X(acosh, ACOSH) X(atanh, ATANH) X(erf, ERF) X(erf_inv, ERF_INV)                         \
-  X(is_finite, IS_FINITE) X(not, NOT) X(population_count, POPULATION_COUNT)
+/* A binary builder: promote, broadcast, bind. */
+static kiln_val *ktr_binary(kiln_trace *t, const char *op, kir_prim prim, kiln_val *a,
+                            kiln_val *b) {
+  kiln_val *v[2] = {a, b};
+  if (ktr_promote_args(t, op, 2, v)) return NULL;
+  return ktr_bind(t, op, prim, NULL, 2, v, 1, NULL);
+}
 
-#define KTR_DEFINE_UNARY(name, ID)                                               \
-  kiln_val *kiln_##name(kiln_trace *t, kiln_val *x) {                            \
-    return ktr_bind(t, "kiln_" #name, KIR_PRIM_##ID, NULL, 1, &x, 1, NULL);      \
+/* The UNARY and BINARY builders of prims.def's elementwise rows (declared by
+ * kiln/ops.def, which the build generates from the same rows). */
+#define KTR_BUILDER_UNARY(name, ID)                                         \
+  kiln_val *kiln_##name(kiln_trace *t, kiln_val *x) {                       \
+    return ktr_bind(t, "kiln_" #name, KIR_PRIM_##ID, NULL, 1, &x, 1, NULL); \
   }
-KTR_UNARY(KTR_DEFINE_UNARY)
-#undef KTR_DEFINE_UNARY
+#define KTR_BUILDER_BINARY(name, ID)                               \
+  kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b) { \
+    return ktr_binary(t, "kiln_" #name, KIR_PRIM_##ID, a, b);      \
+  }
+#define KTR_BUILDER_OWN(name, ID)
+#define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, cost, builder, c_float, c_int) \
+  KTR_BUILDER_##builder(name, ID)
+#include "ir/prims.def"
+#undef KIR_PRIM
+#undef KIR_ELEMENTWISE
+
+/* ---- hand-written unary builders ---- */
 
 /* jnp.round: halves to even (lax.round's default rounds away from zero). */
 kiln_val *kiln_round(kiln_trace *t, kiln_val *x) {
@@ -92,35 +104,29 @@ kiln_val *kiln_round(kiln_trace *t, kiln_val *x) {
   return ktr_bind(t, "kiln_round", KIR_PRIM_ROUND, &p, 1, &x, 1, NULL);
 }
 
+/* lax.integer_pow: x ** y for a static y (negative only for floats). */
+kiln_val *kiln_integer_pow(kiln_trace *t, kiln_val *x, int64_t y) {
+  kir_params p;
+  memset(&p, 0, sizeof p);
+  p.integer_pow.y = y;
+  return ktr_bind(t, "kiln_integer_pow", KIR_PRIM_INTEGER_POW, &p, 1, &x, 1, NULL);
+}
+
+/* lax.reduce_precision: x rounded to a float of the given bit widths. */
+kiln_val *kiln_reduce_precision(kiln_trace *t, kiln_val *x, int exponent_bits, int mantissa_bits) {
+  kir_params p;
+  memset(&p, 0, sizeof p);
+  p.reduce_precision.exponent_bits = exponent_bits;
+  p.reduce_precision.mantissa_bits = mantissa_bits;
+  return ktr_bind(t, "kiln_reduce_precision", KIR_PRIM_REDUCE_PRECISION, &p, 1, &x, 1, NULL);
+}
+
 /* lax.stop_gradient: the identity on values, a constant to autodiff;
  * integer and bool values have no tangent and pass through unbound. */
 kiln_val *kiln_stop_gradient(kiln_trace *t, kiln_val *x) {
   if (x && !kiln_dtype_is_float(kiln_val_dtype(x))) return x;
   return ktr_bind(t, "kiln_stop_gradient", KIR_PRIM_STOP_GRADIENT, NULL, 1, &x, 1, NULL);
 }
-
-/* ---- binary: promote, broadcast, bind ---- */
-
-static kiln_val *ktr_binary(kiln_trace *t, const char *op, kir_prim prim, kiln_val *a,
-                            kiln_val *b) {
-  kiln_val *v[2] = {a, b};
-  if (ktr_promote_args(t, op, 2, v)) return NULL;
-  return ktr_bind(t, op, prim, NULL, 2, v, 1, NULL);
-}
-
-#define KTR_BINARY(X)                                                                    \
-  X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(rem, REM) X(pow, POW) X(max, MAX)  \
-  X(min, MIN) X(atan2, ATAN2) X(and, AND) X(or, OR) X(xor, XOR)                        \
-  X(shift_left, SHIFT_LEFT) X(shift_right_logical, SHIFT_RIGHT_LOGICAL)                \
-  X(shift_right_arithmetic, SHIFT_RIGHT_ARITHMETIC) X(nextafter, NEXTAFTER) X(eq, EQ) \
-  X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
-
-#define KTR_DEFINE_BINARY(name, ID)                                          \
-  kiln_val *kiln_##name(kiln_trace *t, kiln_val *a, kiln_val *b) {           \
-    return ktr_binary(t, "kiln_" #name, KIR_PRIM_##ID, a, b);                \
-  }
-KTR_BINARY(KTR_DEFINE_BINARY)
-#undef KTR_DEFINE_BINARY
 
 /* ---- selection and conversion ---- */
 

@@ -25,7 +25,9 @@ Writes, next to this script, one case per line:
 
 Files (each < 1 MB): eval_elementwise_unary.txt, eval_elementwise_binary.txt,
 eval_elementwise_compare.txt, eval_elementwise_misc.txt (select_n, clamp,
-convert_element_type, bitcast_convert_type, broadcasting and shapes).
+convert_element_type, bitcast_convert_type, broadcasting and shapes),
+eval_elementwise_special.txt (square, integer_pow, erfc, lgamma, digamma,
+reduce_precision, copy; drawn from their own seed).
 
 Run: python3 tests/golden/eval_elementwise.py   (deterministic; rerun when
 JAX changes)
@@ -447,6 +449,57 @@ def shape_cases():
     return out
 
 
+# ---- the primitives issue 11 added ----
+
+SPECIAL_RNG = np.random.default_rng(20261127)
+# jax's tests/lax_test.py tolerances for the special functions (XLA computes
+# them with its own approximations); default_tolerance otherwise
+SPECIAL_TOL = {"lgamma": {"f32": 1e-5, "f64": 1e-14}, "digamma": {"f32": 1e-5, "f64": 1e-14}}
+
+
+def special_values(prim, dt):
+    r = SPECIAL_RNG
+    vals = float_edges(dt) + list(r.normal(0, 4, 16)) + list(r.uniform(-2, 2, 8))
+    if prim in ("lgamma", "digamma"):
+        vals += [-1.0, -2.0, -3.5, -0.25, 1.4616321449683622, 2.0, 1e-3, 30.5, 171.5, 1e6]
+        vals += list(r.uniform(0, 40, 16))
+    if prim == "erfc":
+        vals += list(r.uniform(-6, 12, 16))
+    if prim == "reduce_precision":
+        vals += list(np.exp(r.uniform(-90, 90, 24)) * r.choice([-1, 1], 24))
+        vals += [65504.0, 65520.0, 6.1e-5, 6.0e-5, 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11]
+    return vals
+
+
+def special_cases():
+    out = []
+    for prim, fn in (("square", lax.square), ("copy", lambda x: jax.numpy.copy(x))):
+        for dt in FLOATS + INTS:
+            x = arr(special_values(prim, dt) if dt in FLOATS
+                    else int_edges(dt) + [5, 0x55, -0x33, 1 << 6], dt)
+            record(out, prim, "", 0, [x], run(prim, fn, x))
+    for prim, fn in (("erfc", lax.erfc), ("lgamma", lax.lgamma), ("digamma", lax.digamma)):
+        for dt in FLOATS:
+            x = arr(special_values(prim, dt), dt)
+            tol = SPECIAL_TOL.get(prim, {}).get(dt, TOL[dt])
+            record(out, prim, "", tol, [x], run(prim, fn, x))
+    for dt in FLOATS + SINTS + UINTS:
+        x = arr(special_values("integer_pow", dt) if dt in FLOATS
+                else int_edges(dt) + [5, -3, 1 << 6], dt)
+        for y in (0, 1, 2, 3, 5, 8, 13, -1, -2, -3, -7):
+            if y < 0 and dt not in FLOATS:
+                continue
+            record(out, "integer_pow", "y=%d" % y, 0, [x],
+                   run("integer_pow", lax.integer_pow, x, y=y))
+    for dt in FLOATS:
+        x = arr(special_values("reduce_precision", dt), dt)
+        for e, m in ((5, 10), (8, 7), (8, 23), (11, 52), (4, 3), (2, 1), (6, 0), (3, 12)):
+            record(out, "reduce_precision", "exponent_bits=%d mantissa_bits=%d" % (e, m), 0, [x],
+                   run("reduce_precision", lax.reduce_precision, x, exponent_bits=e,
+                       mantissa_bits=m))
+    return out
+
+
 def write(name, lines):
     path = os.path.join(HERE, name)
     with open(path, "w") as f:
@@ -464,6 +517,7 @@ def main():
     write("eval_elementwise_compare.txt", compare_cases())
     write("eval_elementwise_misc.txt", select_cases() + clamp_cases() + convert_cases()
           + bitcast_cases() + shape_cases())
+    write("eval_elementwise_special.txt", special_cases())
 
 
 if __name__ == "__main__":

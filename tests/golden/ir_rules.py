@@ -213,6 +213,18 @@ for t in ["f32[2,3]", "~f32[]", "bf16[4]", "i32[3]", "bool[2]"]:
 case("round", "f32[3]", rounding_method=0)
 case("round", "~f16[2,2]", rounding_method=1)
 case("round", "i32[3]", rounding_method=1)
+for p in ["erfc", "lgamma", "digamma"]:
+    for t in ["f32[4,8]", "~f64[]", "bf16[3]", "i32[4]"]:
+        case(p, t)
+for p in ["square", "copy"]:
+    for t in ["f32[2,3]", "~f32[]", "i16[3]", "u8[2]", "bool[2]"]:
+        case(p, t)
+for t, y in [("f32[3]", 3), ("~f32[]", -2), ("bf16[2]", 0), ("i32[2]", 2), ("u8[2]", 5),
+             ("i32[2]", -1), ("bool[2]", 2)]:
+    case("integer_pow", t, y=y)
+for t, e, m in [("f32[3]", 5, 10), ("~f64[2]", 8, 7), ("bf16[2]", 11, 52), ("f16[]", 4, 0),
+                ("i32[2]", 5, 10), ("f32[2]", 0, 3), ("f32[2]", 5, -1)]:
+    case("reduce_precision", t, exponent_bits=e, mantissa_bits=m)
 
 NUM_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min"]
 for p in NUM_BINARY:
