@@ -11,6 +11,7 @@ static void kir_ad_build(void) {
   kir_elementwise_ad(&g_rules);
   kir_reduce_ad(&g_rules);
   kir_shape_ad(&g_rules);
+  kir_scatter_ad(&g_rules);
   kir_dot_ad(&g_rules);
   kir_elementwise_batch(&g_rules);
   kir_reduce_batch(&g_rules);

@@ -790,6 +790,11 @@ const kir_eval_table *kir_reference_evals(void);
 /* Each family file adds its evaluators to a table. */
 void kir_elementwise_evals(kir_eval_table *t);
 void kir_shape_evals(kir_eval_table *t);
+/* scatter.c: the dtypes a scatter primitive takes, and its update
+ * computation over n strided elements (dst combined with src in place). */
+unsigned kir_scatter_dtypes(kir_prim prim);
+void kir_scatter_row(kir_prim prim, kiln_dtype dt, char *dst, int64_t ds, const char *src,
+                     int64_t ss, int64_t n);
 void kir_reduce_evals(kir_eval_table *t);
 void kir_dot_evals(kir_eval_table *t);
 void kir_control_evals(kir_eval_table *t);
@@ -962,6 +967,7 @@ const kir_ad_rules *kir_ad_rules_get(void);
 void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
+void kir_scatter_ad(kir_ad_rules *r); /* scatter_ad.c: the scatter family */
 void kir_dot_ad(kir_ad_rules *r);
 /* The batching rules of each family (the *_batch.c files). */
 void kir_elementwise_batch(kir_ad_rules *r);
