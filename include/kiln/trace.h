@@ -142,6 +142,10 @@ kiln_val *kiln_argmin(kiln_trace *t, kiln_val *x, int axis, kiln_dtype index_dty
 kiln_val *kiln_cumsum(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cumprod(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse);
+/* lax.cumlogsumexp: the running log(sum(exp(x))) along axis (floats). */
+kiln_val *kiln_cumlogsumexp(kiln_trace *t, kiln_val *x, int axis, int reverse);
+/* lax.optimization_barrier: outs[i] = xs[i], with no work moved across. */
+kiln_status kiln_optimization_barrier(kiln_trace *t, int n, kiln_val *const *xs, kiln_val **outs);
 /* Sorts x along `dimension`; with `indices` non-NULL also the permutation. */
 kiln_val *kiln_sort(kiln_trace *t, kiln_val *x, int dimension, kiln_val **indices);
 

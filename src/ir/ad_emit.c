@@ -18,6 +18,9 @@ static void kir_ad_build(void) {
   kir_shape_batch(&g_rules);
   kir_dot_batch(&g_rules);
   kir_gather_batch(&g_rules);
+  kir_topk_rules(&g_rules);
+  kir_cumlogsumexp_rules(&g_rules);
+  kir_barrier_rules(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

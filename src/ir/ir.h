@@ -276,6 +276,7 @@ typedef struct kir_p_scatter {
  * first num_keys; the others are permuted along. An argsort is a sort of
  * (x, iota) with num_keys=1. */
 typedef struct kir_p_sort { int64_t dimension; bool is_stable; int64_t num_keys; } kir_p_sort;
+typedef struct kir_p_top_k { int64_t axis; int64_t k; } kir_p_top_k;
 /* preferred_element_type KILN_INVALID_DTYPE means None. */
 typedef struct kir_p_dot {
   kir_dot_dims dimension_numbers;
@@ -420,7 +421,8 @@ typedef struct kir_p_host_callback {
   X(PSUM_SCATTER, psum_scatter, kir_p_psum_scatter)    \
   X(PPERMUTE, ppermute, kir_p_ppermute)                \
   X(ALL_TO_ALL, all_to_all, kir_p_all_to_all)          \
-  X(SHARD_MAP, shard_map, kir_p_shard_map)
+  X(SHARD_MAP, shard_map, kir_p_shard_map)            \
+  X(TOP_K, top_k, kir_p_top_k)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -547,6 +549,10 @@ KIR_DECLARE_RULE(kir_rule_pad)
 KIR_DECLARE_RULE(kir_rule_iota)
 KIR_DECLARE_RULE(kir_rule_gather)
 KIR_DECLARE_RULE(kir_rule_scatter_add)
+/* topk.c, cumlogsumexp.c, barrier.c */
+KIR_DECLARE_RULE(kir_rule_top_k)
+KIR_DECLARE_RULE(kir_rule_cumlogsumexp)
+KIR_DECLARE_RULE(kir_rule_optimization_barrier)
 /* reduce.c */
 KIR_DECLARE_RULE(kir_rule_reduce)
 KIR_DECLARE_RULE(kir_rule_argminmax)
@@ -793,6 +799,11 @@ void kir_shape_evals(kir_eval_table *t);
 /* scatter.c: the dtypes a scatter primitive takes, and its update
  * computation over n strided elements (dst combined with src in place). */
 unsigned kir_scatter_dtypes(kir_prim prim);
+/* The evaluators of top_k (topk.c), cumlogsumexp (cumlogsumexp.c) and
+ * optimization_barrier (barrier.c). */
+void kir_topk_evals(kir_eval_table *t);
+void kir_cumlogsumexp_evals(kir_eval_table *t);
+void kir_barrier_evals(kir_eval_table *t);
 void kir_scatter_row(kir_prim prim, kiln_dtype dt, char *dst, int64_t ds, const char *src,
                      int64_t ss, int64_t n);
 void kir_reduce_evals(kir_eval_table *t);
@@ -968,6 +979,10 @@ void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
 void kir_scatter_ad(kir_ad_rules *r); /* scatter_ad.c: the scatter family */
+/* jvp, transpose and batching rules of top_k, cumlogsumexp, optimization_barrier */
+void kir_topk_rules(kir_ad_rules *r);
+void kir_cumlogsumexp_rules(kir_ad_rules *r);
+void kir_barrier_rules(kir_ad_rules *r);
 void kir_dot_ad(kir_ad_rules *r);
 /* The batching rules of each family (the *_batch.c files). */
 void kir_elementwise_batch(kir_ad_rules *r);

@@ -21,6 +21,7 @@ static const kir_field kir_f_dims[] = {F(dims, dimensions, DIMS)};
 static const kir_field kir_f_axes[] = {F(axes, axes, DIMS)};
 static const kir_field kir_f_argminmax[] = {F(argminmax, axes, DIMS),
                                             F(argminmax, index_dtype, DTYPE)};
+static const kir_field kir_f_top_k[] = {F(top_k, axis, INT), F(top_k, k, INT)};
 static const kir_field kir_f_cumulative[] = {F(cumulative, axis, INT),
                                              F(cumulative, reverse, BOOL)};
 static const kir_field kir_f_slice[] = {F(slice, limit_indices, SIZES),
@@ -124,6 +125,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_PPERMUTE] = KIR_FIELDS(kir_f_ppermute),
     [KIR_PARAMS_ALL_TO_ALL] = KIR_FIELDS(kir_f_all_to_all),
     [KIR_PARAMS_SHARD_MAP] = KIR_FIELDS(kir_f_shard_map),
+    [KIR_PARAMS_TOP_K] = KIR_FIELDS(kir_f_top_k),
 };
 #undef KIR_FIELDS
 
