@@ -4,7 +4,11 @@
 // of x.at[idx].set/add/mul/min/max(u) with repeated indices and ties, vmap
 // over the operand, the updates and the indices; and bad input. The
 // evaluators' bitwise goldens are in test_eval_shape.cc (scatter.txt).
+#include <nvrtc.h>
+
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "ir/ir.h"
 #include "kiln/transform.h"
@@ -225,6 +229,50 @@ TEST(Scatter, MulGradientInTheUpdatesNeedsUniqueIndices) {
   std::string msg = kiln_last_error();
   EXPECT_NE(msg.find("scatter-mul"), std::string::npos) << msg;
   EXPECT_NE(msg.find("unique_indices"), std::string::npos) << msg;
+}
+
+// ---- the CUDA kernels (kernels/scatter.h) compile as device code ----
+
+std::string ReadKernel(const char *name) {
+  std::ifstream f(std::string(KILN_KERNELS_DIR) + "/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// NVRTC needs no GPU: both forms of every kind and dtype must compile, as
+// the runtime would embed them (no standard headers).
+TEST(ScatterKernels, AtomicAndSerialFormsCompileUnderNvrtc) {
+  const std::string prelude = ReadKernel("prelude.h"), scatter = ReadKernel("scatter.h");
+  ASSERT_FALSE(prelude.empty());
+  ASSERT_FALSE(scatter.empty());
+  const char *headers[] = {prelude.c_str(), scatter.c_str()};
+  const char *names[] = {"prelude.h", "scatter.h"};
+  nvrtcProgram prog;
+  ASSERT_EQ(nvrtcCreateProgram(&prog, "#include \"scatter.h\"\n", "scatter_test.cu", 2, headers,
+                               names),
+            NVRTC_SUCCESS);
+  const char *opts[] = {"--gpu-architecture=compute_80"};
+  nvrtcResult rc = nvrtcCompileProgram(prog, 1, opts);
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  nvrtcGetProgramLog(prog, log.data());
+  EXPECT_EQ(rc, NVRTC_SUCCESS) << log;
+  if (rc == NVRTC_SUCCESS) {
+    size_t ptx_size = 0;
+    EXPECT_EQ(nvrtcGetPTXSize(prog, &ptx_size), NVRTC_SUCCESS);
+    std::string ptx(ptx_size, '\0');
+    EXPECT_EQ(nvrtcGetPTX(prog, ptx.data()), NVRTC_SUCCESS);
+    for (const char *op : {"set", "add", "mul", "min", "max"})
+      for (const char *dt : {"f32", "i32", "f16", "bf16"})
+        for (const char *form : {"atomic", "serial"}) {
+          std::string entry = std::string(".entry kiln_scatter_") + op + "_" + dt + "_" + form;
+          EXPECT_NE(ptx.find(entry), std::string::npos) << entry;
+        }
+    EXPECT_NE(ptx.find("atom.global.add.f32"), std::string::npos) << "f32 adds use atomicAdd";
+  }
+  nvrtcDestroyProgram(&prog);
 }
 
 }  // namespace

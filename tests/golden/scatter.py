@@ -131,6 +131,14 @@ case("scatter_mul_f16_rounds_each", "scatter-mul", np.array([1.0], np.float16),
      along(np.zeros(1), np.zeros((3, 1)), 0), MODE.CLIP)
 
 
+# optimization_barrier (the identity; one operand fits this file's format) lives
+# in the shape family too.
+for dt in ("float32", "int8", "bool"):
+    xb = data(dt, (2, 3))
+    out = np.asarray(lax.optimization_barrier(jnp.asarray(xb)))
+    CASES.append(" | ".join([f"optimization_barrier_{dt}", "optimization_barrier", "",
+                             es.enc(xb), es.enc(out)]))
+
 # ---- transformations of x.at[idx].op(u) along an axis ----
 
 G = F32Lines(12)
