@@ -4,14 +4,11 @@
 // of x.at[idx].set/add/mul/min/max(u) with repeated indices and ties, vmap
 // over the operand, the updates and the indices; and bad input. The
 // evaluators' bitwise goldens are in test_eval_shape.cc (scatter.txt).
-#include <nvrtc.h>
-
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "ir/ir.h"
 #include "kiln/transform.h"
+#include "nvrtc_test_util.h"
 #include "transform_test_util.h"
 
 namespace {
@@ -53,20 +50,8 @@ kiln_tree *LossFn(kiln_trace *t, const kiln_tree *a, void *u) {
 
 GoldenArray Floats(std::vector<float> v) { return {{(int64_t)v.size()}, std::move(v)}; }
 
-// The contexts the cases run in: the C target and the reference executor.
-struct ExecCtx : Ctx {
-  explicit ExecCtx(kiln_executor e) {
-    kiln_ctx_free(ctx);
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.executor = e;
-    EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-    EXPECT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-  }
-};
 
-void CheckGrad(ExecCtx &c, const std::string &name, AtCase k, const std::vector<float> &idx) {
+void CheckGrad(Ctx &c, const std::string &name, AtCase k, const std::vector<float> &idx) {
   SCOPED_TRACE(name);
   Func loss(LossFn, &k, name.c_str()), apply(ApplyFn, &k, name.c_str());
   kiln_func *g = nullptr, *j = nullptr;
@@ -95,7 +80,7 @@ void CheckGrad(ExecCtx &c, const std::string &name, AtCase k, const std::vector<
 }
 
 void CheckAllGrads(kiln_executor e) {
-  ExecCtx c(e);
+  Ctx c(e);
   for (const auto &[op, fn] : AtOps()) {
     int unique = op == "mul" ? KILN_SCATTER_UNIQUE_INDICES : 0;
     CheckGrad(c, op + "_dup", {fn, 0, unique}, op == "mul" ? std::vector<float>{2, 0, 4}
@@ -112,7 +97,7 @@ TEST(Scatter, ValuesJvpAndVjpMatchJaxOnTheReferenceExecutor) {
 }
 
 TEST(Scatter, VmapOverOperandUpdatesAndIndicesMatchesJax) {
-  ExecCtx c(KILN_EXECUTOR_FUSED);
+  Ctx c(KILN_EXECUTOR_FUSED);
   const std::pair<const char *, std::vector<int>> placements[] = {
       {"x", {0, -1, -1}}, {"u", {-1, 0, -1}}, {"i", {-1, -1, 0}}, {"all", {0, 0, 0}}};
   for (const auto &[op, fn] : AtOps()) {
@@ -147,7 +132,7 @@ kiln_tree *BadFn(kiln_trace *t, const kiln_tree *a, void *u) {
 }
 
 void ExpectTraceError(const Bad &b, kiln_status want, std::vector<std::string> needles) {
-  ExecCtx c(KILN_EXECUTOR_FUSED);
+  Ctx c(KILN_EXECUTOR_FUSED);
   Func f(BadFn, (void *)&b, "bad");
   kiln_tree *out = Jit(c, f.f, Tuple({Leaf(c.dev, {{5, 4}, std::vector<float>(20, 1)})}), want);
   kiln_tree_free(out);
@@ -215,7 +200,7 @@ TEST(Scatter, TheShapeRuleNamesOpShapesAndDtypes) {
 
 // scatter-mul's gradient in its updates needs unique indices, as in JAX.
 TEST(Scatter, MulGradientInTheUpdatesNeedsUniqueIndices) {
-  ExecCtx c(KILN_EXECUTOR_FUSED);
+  Ctx c(KILN_EXECUTOR_FUSED);
   AtCase k{kiln_at_mul, 0, 0};
   Func loss(LossFn, &k, "mul_loss");
   kiln_func *g = nullptr;
@@ -233,46 +218,16 @@ TEST(Scatter, MulGradientInTheUpdatesNeedsUniqueIndices) {
 
 // ---- the CUDA kernels (kernels/scatter.h) compile as device code ----
 
-std::string ReadKernel(const char *name) {
-  std::ifstream f(std::string(KILN_KERNELS_DIR) + "/" + name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// NVRTC needs no GPU: both forms of every kind and dtype must compile, as
-// the runtime would embed them (no standard headers).
 TEST(ScatterKernels, AtomicAndSerialFormsCompileUnderNvrtc) {
-  const std::string prelude = ReadKernel("prelude.h"), scatter = ReadKernel("scatter.h");
-  ASSERT_FALSE(prelude.empty());
-  ASSERT_FALSE(scatter.empty());
-  const char *headers[] = {prelude.c_str(), scatter.c_str()};
-  const char *names[] = {"prelude.h", "scatter.h"};
-  nvrtcProgram prog;
-  ASSERT_EQ(nvrtcCreateProgram(&prog, "#include \"scatter.h\"\n", "scatter_test.cu", 2, headers,
-                               names),
-            NVRTC_SUCCESS);
-  const char *opts[] = {"--gpu-architecture=compute_80"};
-  nvrtcResult rc = nvrtcCompileProgram(prog, 1, opts);
-  size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  nvrtcGetProgramLog(prog, log.data());
-  EXPECT_EQ(rc, NVRTC_SUCCESS) << log;
-  if (rc == NVRTC_SUCCESS) {
-    size_t ptx_size = 0;
-    EXPECT_EQ(nvrtcGetPTXSize(prog, &ptx_size), NVRTC_SUCCESS);
-    std::string ptx(ptx_size, '\0');
-    EXPECT_EQ(nvrtcGetPTX(prog, ptx.data()), NVRTC_SUCCESS);
-    for (const char *op : {"set", "add", "mul", "min", "max"})
-      for (const char *dt : {"f32", "i32", "f16", "bf16"})
-        for (const char *form : {"atomic", "serial"}) {
-          std::string entry = std::string(".entry kiln_scatter_") + op + "_" + dt + "_" + form;
-          EXPECT_NE(ptx.find(entry), std::string::npos) << entry;
-        }
-    EXPECT_NE(ptx.find("atom.global.add.f32"), std::string::npos) << "f32 adds use atomicAdd";
-  }
-  nvrtcDestroyProgram(&prog);
+  std::string ptx = NvrtcPtx("#include \"scatter.h\"\n", {"prelude.h", "scatter.h"});
+  if (ptx.empty()) return;
+  for (const char *op : {"set", "add", "mul", "min", "max"})
+    for (const char *dt : {"f32", "i32", "f16", "bf16"})
+      for (const char *form : {"atomic", "serial"}) {
+        std::string entry = std::string(".entry kiln_scatter_") + op + "_" + dt + "_" + form;
+        EXPECT_NE(ptx.find(entry), std::string::npos) << entry;
+      }
+  EXPECT_NE(ptx.find("atom.global.add.f32"), std::string::npos) << "f32 adds use atomicAdd";
 }
 
 }  // namespace

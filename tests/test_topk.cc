@@ -22,17 +22,6 @@ kiln_tree *LossFn(kiln_trace *t, const kiln_tree *a, void *u) {
   return kiln_tree_val(SumAll(t, kiln_mul(t, (*(XFn *)u)(t, ArgVal(a, 0)), ArgVal(a, 1))));
 }
 
-struct ExecCtx : Ctx {
-  explicit ExecCtx(kiln_executor e) {
-    kiln_ctx_free(ctx);
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.executor = e;
-    EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-    EXPECT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-  }
-};
 
 void CheckValue(Ctx &c, const std::string &name, XFn f) {
   SCOPED_TRACE(name);
@@ -88,7 +77,7 @@ kiln_val *BarrierFn(kiln_trace *t, kiln_val *x) {
 class NewPrims : public ::testing::TestWithParam<kiln_executor> {};
 
 TEST_P(NewPrims, ValuesAndIndicesWithTiesMatchJax) {
-  ExecCtx c(GetParam());
+  Ctx c(GetParam());
   for (int k : {1, 3, 6}) {
     std::string name = "top_k_ties_" + std::to_string(k);
     CheckValue(c, name, TopK(k));
@@ -101,7 +90,7 @@ TEST_P(NewPrims, ValuesAndIndicesWithTiesMatchJax) {
 }
 
 TEST_P(NewPrims, JvpVjpAndVmapMatchJax) {
-  ExecCtx c(GetParam());
+  Ctx c(GetParam());
   CheckDerivs(c, "top_k_grad_3", TopK(3));
   CheckDerivs(c, "top_k_grad_n", TopK(7));
   CheckVmap(c, "top_k_vmap_0", TopK(2), 0);
@@ -110,7 +99,7 @@ TEST_P(NewPrims, JvpVjpAndVmapMatchJax) {
 }
 
 TEST_P(NewPrims, CumlogsumexpMatchesJaxWithInfinities) {
-  ExecCtx c(GetParam());
+  Ctx c(GetParam());
   for (int axis : {0, 1})
     for (int rev : {0, 1})
       CheckValue(c, "cumlogsumexp_" + std::to_string(axis) + "_" + std::to_string(rev),
@@ -122,7 +111,7 @@ TEST_P(NewPrims, CumlogsumexpMatchesJaxWithInfinities) {
 }
 
 TEST_P(NewPrims, OptimizationBarrierPassesEveryRuleThrough) {
-  ExecCtx c(GetParam());
+  Ctx c(GetParam());
   CheckDerivs(c, "barrier_grad", BarrierFn);
   CheckVmap(c, "barrier_vmap_1", BarrierFn, 1);
 }
@@ -132,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(Executors, NewPrims,
 
 // Bad input names the op and the operand's type.
 TEST(TopKErrors, KOutOfRangeAndIntegerCumlogsumexpAreRejected) {
-  ExecCtx c(KILN_EXECUTOR_FUSED);
+  Ctx c(KILN_EXECUTOR_FUSED);
   XFn big = TopK(9), ints = [](kiln_trace *t, kiln_val *x) {
     return kiln_cumlogsumexp(t, kiln_convert(t, x, KILN_I32), 0, 0);
   };
