@@ -74,8 +74,10 @@ Array ParseArray(const std::string &tok) {
 const std::vector<Case> &Cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
-    std::ifstream f(KILN_GOLDEN_DIR "/eval_shape.txt");
-    EXPECT_TRUE(f.good()) << "missing " KILN_GOLDEN_DIR "/eval_shape.txt";
+    // scatter.txt: the scatter family (golden/scatter.py), in the same format.
+    for (const char *file : {"/eval_shape.txt", "/scatter.txt"}) {
+    std::ifstream f(std::string(KILN_GOLDEN_DIR) + file);
+    EXPECT_TRUE(f.good()) << "missing " << KILN_GOLDEN_DIR << file;
     std::string line;
     while (std::getline(f, line)) {
       if (line.empty() || line[0] == '#') continue;
@@ -90,6 +92,7 @@ const std::vector<Case> &Cases() {
         if (!tok.empty()) c.in.push_back(ParseArray(tok));
       c.out = ParseArray(Trim(f5[4]));
       all.push_back(std::move(c));
+    }
     }
     return all;
   }();
@@ -210,6 +213,10 @@ TEST(EvalShape, ConcatenatePadIota) { RunPrims({"concatenate", "pad", "iota"}); 
 TEST(EvalShape, Gather) { RunPrims({"gather"}); }
 
 TEST(EvalShape, ScatterAdd) { RunPrims({"scatter-add"}); }
+
+TEST(EvalShape, ScatterSetMulMinMax) {
+  RunPrims({"scatter", "scatter-mul", "scatter-min", "scatter-max"});
+}
 
 // Every primitive of the family has an evaluator and golden cases.
 TEST(EvalShape, EveryShapePrimitiveIsCovered) {

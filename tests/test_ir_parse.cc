@@ -412,7 +412,11 @@ class Gen {
         sc.dimension_numbers.scatter_dims_to_operand_dims = Dims({0});
         sc.mode = (kir_gather_mode)Int(0, 2);
         sc.indices_are_sorted = Coin();
-        Add(s, KIR_PRIM_SCATTER_ADD, &sp, {table, idx[0], rows[0]});
+        static const std::vector<kir_prim> scatters = {
+            KIR_PRIM_SCATTER_ADD, KIR_PRIM_SCATTER, KIR_PRIM_SCATTER_MUL, KIR_PRIM_SCATTER_MIN,
+            KIR_PRIM_SCATTER_MAX};
+        Add(s, Pick(scatters), &sp, {table, idx[0], rows[0]});
+        Add(s, KIR_PRIM_OPTIMIZATION_BARRIER, nullptr, {table, rows[0]});
         break;
       }
       case 10: {  // threefry2x32 on uint32 values
@@ -448,7 +452,8 @@ class Gen {
                                                KIR_PRIM_REDUCE_MIN, KIR_PRIM_REDUCE_PROD,
                                                KIR_PRIM_REDUCE_AND, KIR_PRIM_REDUCE_OR};
     static const std::vector<kir_prim> cums = {KIR_PRIM_CUMSUM, KIR_PRIM_CUMPROD,
-                                               KIR_PRIM_CUMMAX, KIR_PRIM_CUMMIN};
+                                               KIR_PRIM_CUMMAX, KIR_PRIM_CUMMIN,
+                                               KIR_PRIM_CUMLOGSUMEXP};
     switch (Int(0, 4)) {
       case 3: Window(s); break;
       case 0:
@@ -466,6 +471,10 @@ class Gen {
         par.cumulative.axis = Int(0, t.rank - 1);
         par.cumulative.reverse = Coin();
         Add(s, Pick(cums), &par, {x});
+        par = Zero();
+        par.top_k.axis = Int(0, t.rank - 1);
+        par.top_k.k = Int(0, (int)t.shape[par.top_k.axis]);
+        Add(s, KIR_PRIM_TOP_K, &par, {x});
         break;
       default: {
         if (t.rank == 0) break;

@@ -1,7 +1,6 @@
 // The threefry PRNG (src/prng) against values computed by JAX
 // (tests/golden/prng.py), and the shared round function under NVRTC.
 #include <gtest/gtest.h>
-#include <nvrtc.h>
 
 #include <cmath>
 #include <cstdint>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "nvrtc_test_util.h"
 #include "test_files.h"
 #include "prng/prng.h"
 #include "prng_golden.h"
@@ -338,11 +338,8 @@ TEST(PrngErrors, BadShapes) {
 
 // ---- the shared round function compiles as device code ----
 
-// NVRTC needs no GPU, so this runs everywhere: the header must compile as
-// CUDA C with no standard headers, exactly as the runtime embeds it.
+// The header must compile as device code (nvrtc_test_util.h).
 TEST(Prng, ThreefryHeaderCompilesUnderNvrtc) {
-  const std::string header = ReadFile(KILN_KERNELS_DIR "/threefry.h");
-  ASSERT_FALSE(header.empty());
   const char *src =
       "#include \"threefry.h\"\n"
       "extern \"C\" __global__ void bits32(unsigned k0, unsigned k1, unsigned long long n,\n"
@@ -350,25 +347,10 @@ TEST(Prng, ThreefryHeaderCompilesUnderNvrtc) {
       "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
       "  if (i < n) out[i] = kiln_threefry_bits32_at(k0, k1, i);\n"
       "}\n";
-  const char *headers[] = {header.c_str()};
-  const char *names[] = {"threefry.h"};
-  nvrtcProgram prog;
-  ASSERT_EQ(nvrtcCreateProgram(&prog, src, "threefry_test.cu", 1, headers, names), NVRTC_SUCCESS);
-  const char *opts[] = {"--gpu-architecture=compute_80"};
-  nvrtcResult rc = nvrtcCompileProgram(prog, 1, opts);
-  size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  nvrtcGetProgramLog(prog, log.data());
-  EXPECT_EQ(rc, NVRTC_SUCCESS) << log;
-  size_t ptx_size = 0;
-  if (rc == NVRTC_SUCCESS) {
-    EXPECT_EQ(nvrtcGetPTXSize(prog, &ptx_size), NVRTC_SUCCESS);
-    std::string ptx(ptx_size, '\0');
-    EXPECT_EQ(nvrtcGetPTX(prog, ptx.data()), NVRTC_SUCCESS);
+  std::string ptx = NvrtcPtx(src, {"threefry.h"});
+  if (!ptx.empty()) {
     EXPECT_NE(ptx.find(".entry bits32"), std::string::npos);
   }
-  nvrtcDestroyProgram(&prog);
 }
 
 }  // namespace

@@ -62,10 +62,11 @@ const GoldenArray &G(const std::string &c, const std::string &n,
 
 class Ctx {
  public:
-  Ctx() {
+  explicit Ctx(kiln_executor executor = KILN_EXECUTOR_DEFAULT) {
     kiln_options o;
     kiln_options_init(&o);
     o.backend = KILN_BACKEND_CPU;
+    o.executor = executor;
     EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
     EXPECT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
   }

@@ -62,6 +62,23 @@ kiln_val *kiln_take_mode(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis
                          kiln_index_mode mode);
 kiln_val *kiln_take_along_axis_mode(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis,
                                     kiln_index_mode mode);
+/* x.at[indices (along axis)].set/add/mul/min/max(updates, mode=...,
+ * unique_indices=..., indices_are_sorted=...): the kiln_scatter* of trace.h
+ * with a mode (KILN_INDEX_FILL drops indices out of range, jnp's default;
+ * CLIP clamps them; PROMISE_IN_BOUNDS trusts them; WRAP is refused, jnp has
+ * no wrapping scatter) and flags, which promise what JAX's params promise
+ * (the gradient of a scatter-mul in its updates needs unique indices). */
+enum { KILN_SCATTER_UNIQUE_INDICES = 1, KILN_SCATTER_INDICES_SORTED = 2 };
+kiln_val *kiln_at_set(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis, kiln_val *updates,
+                      kiln_index_mode mode, int flags);
+kiln_val *kiln_at_add(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis, kiln_val *updates,
+                      kiln_index_mode mode, int flags);
+kiln_val *kiln_at_mul(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis, kiln_val *updates,
+                      kiln_index_mode mode, int flags);
+kiln_val *kiln_at_min(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis, kiln_val *updates,
+                      kiln_index_mode mode, int flags);
+kiln_val *kiln_at_max(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis, kiln_val *updates,
+                      kiln_index_mode mode, int flags);
 /* jnp.argsort(x, axis, stable=True, descending): i32 indices; ties keep
  * their order in both directions. */
 kiln_val *kiln_argsort(kiln_trace *t, kiln_val *x, int axis, int descending);

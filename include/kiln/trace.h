@@ -120,8 +120,21 @@ kiln_val *kiln_pad(kiln_trace *t, kiln_val *x, kiln_val *padding_value, const in
 kiln_val *kiln_take(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis);
 kiln_val *kiln_take_along_axis(kiln_trace *t, kiln_val *x, kiln_val *indices, int axis);
 kiln_val *kiln_one_hot(kiln_trace *t, kiln_val *indices, int64_t num_classes, kiln_dtype dtype);
-/* out = x with updates added at indices along axis (x.at[idx].add(u)). */
+/* x with updates written at indices along axis: x.at[idx].set(u), .add(u),
+ * .mul(u), .min(u), .max(u) with jnp's default mode (negative indices count
+ * from the end, indices still out of range are dropped; duplicates combine
+ * in index order, the last one wins for kiln_scatter). updates broadcast to
+ * x.shape[:axis] + indices.shape + x.shape[axis+1:] and convert to x's
+ * dtype. kiln_at_* of numpy.h take a mode. */
+kiln_val *kiln_scatter(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
+                       int axis);
 kiln_val *kiln_scatter_add(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
+                           int axis);
+kiln_val *kiln_scatter_mul(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
+                           int axis);
+kiln_val *kiln_scatter_min(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
+                           int axis);
+kiln_val *kiln_scatter_max(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
                            int axis);
 
 /* ---- windows (lax.reduce_window_*, Flax's pooling) ---- */
@@ -165,6 +178,10 @@ kiln_val *kiln_argmin(kiln_trace *t, kiln_val *x, int axis, kiln_dtype index_dty
 kiln_val *kiln_cumsum(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cumprod(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse);
+/* lax.cumlogsumexp: the running log(sum(exp(x))) along axis (floats). */
+kiln_val *kiln_cumlogsumexp(kiln_trace *t, kiln_val *x, int axis, int reverse);
+/* lax.optimization_barrier: outs[i] = xs[i], with no work moved across. */
+kiln_status kiln_optimization_barrier(kiln_trace *t, int n, kiln_val *const *xs, kiln_val **outs);
 /* Sorts x along `dimension`; with `indices` non-NULL also the permutation. */
 kiln_val *kiln_sort(kiln_trace *t, kiln_val *x, int dimension, kiln_val **indices);
 

@@ -11,6 +11,7 @@ static void kir_ad_build(void) {
   kir_elementwise_ad(&g_rules);
   kir_reduce_ad(&g_rules);
   kir_shape_ad(&g_rules);
+  kir_scatter_ad(&g_rules);
   kir_dot_ad(&g_rules);
   kir_elementwise_batch(&g_rules);
   kir_reduce_batch(&g_rules);
@@ -19,6 +20,9 @@ static void kir_ad_build(void) {
   kir_gather_batch(&g_rules);
   kir_window_ad(&g_rules);
   kir_window_batch(&g_rules);
+  kir_topk_rules(&g_rules);
+  kir_cumlogsumexp_rules(&g_rules);
+  kir_barrier_rules(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

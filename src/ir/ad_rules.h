@@ -48,6 +48,11 @@ const kir_ad_rules *kir_ad_rules_get(void);
 void kir_elementwise_ad(kir_ad_rules *r);
 void kir_reduce_ad(kir_ad_rules *r);
 void kir_shape_ad(kir_ad_rules *r);
+void kir_scatter_ad(kir_ad_rules *r); /* scatter_ad.c: the scatter family */
+/* jvp, transpose and batching rules of top_k, cumlogsumexp, optimization_barrier */
+void kir_topk_rules(kir_ad_rules *r);
+void kir_cumlogsumexp_rules(kir_ad_rules *r);
+void kir_barrier_rules(kir_ad_rules *r);
 void kir_dot_ad(kir_ad_rules *r);
 /* The batching rules of each family (the *_batch.c files). */
 void kir_elementwise_batch(kir_ad_rules *r);

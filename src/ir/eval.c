@@ -28,6 +28,9 @@ static void kir_reference_build(void) {
   kir_call_evals(t);
   kir_collective_evals(t);
   kir_window_evals(t);
+  kir_topk_evals(t);
+  kir_cumlogsumexp_evals(t);
+  kir_barrier_evals(t);
 }
 
 const kir_eval_table *kir_reference_evals(void) {

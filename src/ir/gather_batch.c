@@ -1,4 +1,4 @@
-/* Batching rules of gather and scatter-add (JAX's _gather_batching_rule,
+/* Batching rules of gather and the scatters (JAX's _gather_batching_rule,
  * _scatter_batching_rule). With only the operand mapped, the mapped axis
  * becomes a leading window (offset) dimension of full size; with the
  * indices mapped, it becomes a new leading operand/indices batching
@@ -54,7 +54,7 @@ static kiln_status batch_gather(kir_program *p, const kir_program *src, const ki
                           size, x, bd, &y[0]);
 }
 
-static kiln_status batch_scatter_add(kir_program *p, const kir_program *src, const kir_eqn *e,
+static kiln_status batch_scatter(kir_program *p, const kir_program *src, const kir_eqn *e,
                                      int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
                                      int *ybd) {
   kir_params pr = e->params;
@@ -78,10 +78,14 @@ static kiln_status batch_scatter_add(kir_program *p, const kir_program *src, con
     TRY(kir_batch_dims_front(&d->update_window_dims));
   }
   ybd[0] = 0;
-  return kir_emit(p, KIR_PRIM_SCATTER_ADD, &pr, 3, in, &y[0]);
+  return kir_emit(p, e->prim, &pr, 3, in, &y[0]);
 }
 
 void kir_gather_batch(kir_ad_rules *r) {
   r->batch[KIR_PRIM_GATHER] = batch_gather;
-  r->batch[KIR_PRIM_SCATTER_ADD] = batch_scatter_add;
+  r->batch[KIR_PRIM_SCATTER_ADD] = batch_scatter;
+  r->batch[KIR_PRIM_SCATTER] = batch_scatter;
+  r->batch[KIR_PRIM_SCATTER_MUL] = batch_scatter;
+  r->batch[KIR_PRIM_SCATTER_MIN] = batch_scatter;
+  r->batch[KIR_PRIM_SCATTER_MAX] = batch_scatter;
 }

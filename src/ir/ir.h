@@ -377,6 +377,16 @@ const kir_eval_table *kir_reference_evals(void);
 /* Each family file adds its evaluators to a table. */
 void kir_elementwise_evals(kir_eval_table *t);
 void kir_shape_evals(kir_eval_table *t);
+/* scatter.c: the dtypes a scatter primitive takes, and its update
+ * computation over n strided elements (dst combined with src in place). */
+unsigned kir_scatter_dtypes(kir_prim prim);
+/* The evaluators of top_k (topk.c), cumlogsumexp (cumlogsumexp.c) and
+ * optimization_barrier (barrier.c). */
+void kir_topk_evals(kir_eval_table *t);
+void kir_cumlogsumexp_evals(kir_eval_table *t);
+void kir_barrier_evals(kir_eval_table *t);
+void kir_scatter_row(kir_prim prim, kiln_dtype dt, char *dst, int64_t ds, const char *src,
+                     int64_t ss, int64_t n);
 void kir_reduce_evals(kir_eval_table *t);
 void kir_dot_evals(kir_eval_table *t);
 void kir_control_evals(kir_eval_table *t);

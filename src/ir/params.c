@@ -24,6 +24,7 @@ static const kir_field kir_f_dims[] = {F(dims, dimensions, DIMS)};
 static const kir_field kir_f_axes[] = {F(axes, axes, DIMS)};
 static const kir_field kir_f_argminmax[] = {F(argminmax, axes, DIMS),
                                             F(argminmax, index_dtype, DTYPE)};
+static const kir_field kir_f_top_k[] = {F(top_k, axis, INT), F(top_k, k, INT)};
 static const kir_field kir_f_cumulative[] = {F(cumulative, axis, INT),
                                              F(cumulative, reverse, BOOL)};
 static const kir_field kir_f_slice[] = {F(slice, limit_indices, SIZES),
@@ -142,6 +143,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_WINDOW] = KIR_FIELDS(kir_f_window),
     [KIR_PARAMS_SELECT_GATHER] = KIR_FIELDS(kir_f_select_gather),
     [KIR_PARAMS_SELECT_SCATTER] = KIR_FIELDS(kir_f_select_scatter),
+    [KIR_PARAMS_TOP_K] = KIR_FIELDS(kir_f_top_k),
 };
 #undef KIR_FIELDS
 

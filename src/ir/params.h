@@ -130,6 +130,7 @@ typedef struct kir_p_scatter {
  * first num_keys; the others are permuted along. An argsort is a sort of
  * (x, iota) with num_keys=1. */
 typedef struct kir_p_sort { int64_t dimension; bool is_stable; int64_t num_keys; } kir_p_sort;
+typedef struct kir_p_top_k { int64_t axis; int64_t k; } kir_p_top_k;
 /* preferred_element_type KILN_INVALID_DTYPE means None. */
 typedef struct kir_p_dot {
   kir_dot_dims dimension_numbers;
@@ -290,7 +291,8 @@ typedef struct kir_p_host_callback {
   X(SHARD_MAP, shard_map, kir_p_shard_map)          \
   X(WINDOW, window, kir_p_window)                    \
   X(SELECT_GATHER, select_gather, kir_p_window)      \
-  X(SELECT_SCATTER, select_scatter, kir_p_window)
+  X(SELECT_SCATTER, select_scatter, kir_p_window)    \
+  X(TOP_K, top_k, kir_p_top_k)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,

@@ -46,7 +46,8 @@ void kir_reduce_batch(kir_ad_rules *r) {
   static const kir_prim red[] = {KIR_PRIM_REDUCE_SUM, KIR_PRIM_REDUCE_MAX, KIR_PRIM_REDUCE_MIN,
                                  KIR_PRIM_REDUCE_PROD, KIR_PRIM_REDUCE_AND, KIR_PRIM_REDUCE_OR,
                                  KIR_PRIM_ARGMAX, KIR_PRIM_ARGMIN, KIR_PRIM_CUMSUM,
-                                 KIR_PRIM_CUMPROD, KIR_PRIM_CUMMAX, KIR_PRIM_CUMMIN};
+                                 KIR_PRIM_CUMPROD, KIR_PRIM_CUMMAX, KIR_PRIM_CUMMIN,
+                                 KIR_PRIM_CUMLOGSUMEXP};
   for (size_t i = 0; i < sizeof red / sizeof red[0]; i++) r->batch[red[i]] = batch_reduce;
   r->batch[KIR_PRIM_SORT] = batch_sort;
 }

@@ -103,6 +103,10 @@ KIR_DECLARE_RULE(kir_rule_pad)
 KIR_DECLARE_RULE(kir_rule_iota)
 KIR_DECLARE_RULE(kir_rule_gather)
 KIR_DECLARE_RULE(kir_rule_scatter_add)
+/* topk.c, cumlogsumexp.c, barrier.c */
+KIR_DECLARE_RULE(kir_rule_top_k)
+KIR_DECLARE_RULE(kir_rule_cumlogsumexp)
+KIR_DECLARE_RULE(kir_rule_optimization_barrier)
 /* reduce.c */
 KIR_DECLARE_RULE(kir_rule_reduce)
 KIR_DECLARE_RULE(kir_rule_argminmax)

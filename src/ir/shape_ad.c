@@ -286,47 +286,6 @@ static kiln_status tr_gather(kir_program *p, const kir_program *src, const kir_e
   return kir_emit(p, KIR_PRIM_SCATTER_ADD, &pr, 3, in, &ct_x[0]);
 }
 
-static kiln_status jvp_scatter_add(kir_program *p, const kir_eqn *e, const kir_vid *x,
-                                   const kir_vid *y, const kir_vid *tx, kir_vid *ty) {
-  (void)y;
-  kir_vid in[3] = {tx[0], x[1], tx[2]};
-  for (int i = 0; i < 3; i += 2)
-    if (in[i] == KIR_NO_VAR) TRY(kir_emit_zeros(p, kir_var_aval(p, x[i]), &in[i]));
-  return kir_emit_like(p, e, 3, in, ty);
-}
-
-/* JAX's _scatter_add_transpose_rule: the operand's cotangent passes
- * through; the updates' is a gather of it. */
-static kiln_status tr_scatter_add(kir_program *p, const kir_program *src, const kir_eqn *e,
-                                  const bool *lin, const kir_vid *x, const kir_vid *ct,
-                                  kir_vid *ct_x) {
-  if (lin[0]) ct_x[0] = ct[0];
-  if (!lin[2]) return KILN_OK;
-  const kir_p_scatter *s = &e->params.scatter;
-  const kir_scatter_dims *d = &s->dimension_numbers;
-  const kir_aval *ua = kir_var_aval(src, e->in[2]), *oa = kir_var_aval(src, e->out[0]);
-  kir_params pr;
-  memset(&pr, 0, sizeof pr);
-  kir_p_gather *g = &pr.gather;
-  g->dimension_numbers = (kir_gather_dims){d->update_window_dims, d->inserted_window_dims,
-                                           d->scatter_dims_to_operand_dims,
-                                           d->operand_batching_dims,
-                                           d->scatter_indices_batching_dims};
-  g->indices_are_sorted = s->indices_are_sorted;
-  g->unique_indices = s->unique_indices;
-  g->mode = s->mode;
-  g->fill_value = (kir_opt_f64){true, 0.0};
-  g->slice_sizes.n = oa->rank;
-  for (int i = 0, pos = 0; i < oa->rank; i++) {
-    bool one = false;
-    for (int k = 0; k < d->inserted_window_dims.n; k++) one |= d->inserted_window_dims.v[k] == i;
-    for (int k = 0; k < d->operand_batching_dims.n; k++) one |= d->operand_batching_dims.v[k] == i;
-    g->slice_sizes.v[i] = one ? 1 : ua->shape[d->update_window_dims.v[pos++]];
-  }
-  kir_vid in[2] = {ct[0], x[1]};
-  return kir_emit(p, KIR_PRIM_GATHER, &pr, 2, in, &ct_x[2]);
-}
-
 void kir_shape_ad(kir_ad_rules *r) {
   static const kir_prim structural[] = {KIR_PRIM_BROADCAST_IN_DIM, KIR_PRIM_RESHAPE,
                                         KIR_PRIM_TRANSPOSE,        KIR_PRIM_SQUEEZE,
@@ -351,6 +310,4 @@ void kir_shape_ad(kir_ad_rules *r) {
   r->transpose[KIR_PRIM_DYNAMIC_UPDATE_SLICE] = tr_dus;
   r->jvp[KIR_PRIM_GATHER] = jvp_gather;
   r->transpose[KIR_PRIM_GATHER] = tr_gather;
-  r->jvp[KIR_PRIM_SCATTER_ADD] = jvp_scatter_add;
-  r->transpose[KIR_PRIM_SCATTER_ADD] = tr_scatter_add;
 }

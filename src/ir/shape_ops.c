@@ -452,8 +452,8 @@ kiln_status kir_rule_scatter_add(kir_prim prim, const kir_params *params, int n_
   if (st == KILN_OK)
     st = kir_check_indices(prim, idx, g->scatter_dims_to_operand_dims.n,
                            "scatter_dims_to_operand_dims");
-  /* As JAX: add does not accept bool. */
-  if (st == KILN_OK) st = kir_check_dtype_class(prim, 0, in, KIR_DT_NUM);
+  /* As JAX: add and mul do not accept bool. */
+  if (st == KILN_OK) st = kir_check_dtype_class(prim, 0, in, kir_scatter_dtypes(prim));
   if (st == KILN_OK) {
     kir_aval pair[2] = {*x, *u};
     st = kir_check_same_dtypes(prim, 2, pair);
@@ -644,44 +644,17 @@ static void kir_box_fill(const kir_box *b, size_t es, void *dst, const void *ele
   } while (kir_walk_next(&w));
 }
 
-/* dst += src over n strided elements of dtype dt, one rounding per add as
- * XLA's scatter computation does (f16/bf16 through f32). Integers wrap:
- * two's complement makes signed and unsigned addition the same bits. */
-static void kir_add_row(kiln_dtype dt, char *dst, int64_t ds, const char *src, int64_t ss,
-                        int64_t n) {
-#define KIR_ADD_ROW(T, ADD)                                   \
-  for (int64_t i = 0; i < n; i++) {                           \
-    T a, b;                                                   \
-    memcpy(&a, dst + i * ds * (int64_t)sizeof(T), sizeof(T)); \
-    memcpy(&b, src + i * ss * (int64_t)sizeof(T), sizeof(T)); \
-    a = ADD;                                                  \
-    memcpy(dst + i * ds * (int64_t)sizeof(T), &a, sizeof(T)); \
-  }                                                           \
-  break
-  switch (dt) {
-    case KILN_F32: KIR_ADD_ROW(float, a + b);
-    case KILN_F64: KIR_ADD_ROW(double, a + b);
-    case KILN_F16:
-      KIR_ADD_ROW(uint16_t, kcore_f32_to_f16(kcore_f16_to_f32(a) + kcore_f16_to_f32(b)));
-    case KILN_BF16:
-      KIR_ADD_ROW(uint16_t, kcore_f32_to_bf16(kcore_bf16_to_f32(a) + kcore_bf16_to_f32(b)));
-    case KILN_I8: case KILN_U8: KIR_ADD_ROW(uint8_t, (uint8_t)(a + b));
-    case KILN_I16: case KILN_U16: KIR_ADD_ROW(uint16_t, (uint16_t)(a + b));
-    case KILN_I32: case KILN_U32: KIR_ADD_ROW(uint32_t, a + b);
-    case KILN_I64: case KILN_U64: KIR_ADD_ROW(uint64_t, a + b);
-    default: KCORE_ASSERT(!"kir_add_row: dtype");
-  }
-#undef KIR_ADD_ROW
-}
-
-/* dst (array 0) += src (array 1) over the box. */
-static void kir_box_add(const kir_box *b, kiln_dtype dt, void *dst, const void *src) {
+/* dst (array 0) <- dst combined with src (array 1) over the box, by the
+ * update computation of the scatter primitive (scatter.c). */
+static void kir_box_scatter(const kir_box *b, kir_prim prim, kiln_dtype dt, void *dst,
+                            const void *src) {
   kir_walk w;
   if (!kir_rows_start(&w, b)) return;
   int64_t n = kir_row_len(b), ds = kir_row_stride(b, 0), ss = kir_row_stride(b, 1);
   int64_t es = (int64_t)kiln_dtype_size(dt);
   do {
-    kir_add_row(dt, (char *)dst + w.off[0] * es, ds, (const char *)src + w.off[1] * es, ss, n);
+    kir_scatter_row(prim, dt, (char *)dst + w.off[0] * es, ds, (const char *)src + w.off[1] * es,
+                    ss, n);
   } while (kir_walk_next(&w));
 }
 
@@ -1074,19 +1047,16 @@ static kiln_status kir_eval_gather(const kir_eqn *e, const kir_buffer *in, kir_b
   return KILN_OK;
 }
 
-/* scatter-add: the operand, plus every update window that fits (CLIP moves
- * windows inside first), added in index order. */
-static kiln_status kir_eval_scatter_add(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
-                                        void *ctx) {
+/* The scatter family: the operand, combined with every update window that
+ * fits (CLIP moves windows inside first), in index order. */
+static kiln_status kir_eval_scatter(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                    void *ctx) {
   (void)ctx;
   const kir_p_scatter *p = &e->params.scatter;
   const kir_scatter_dims *s = &p->dimension_numbers;
   const kir_aval *x = &in[0].aval, *u = &in[2].aval;
-  if (kiln_dtype_is_bool(x->dtype)) {
-    char t[KIR_AVAL_STR_CAP];
-    return kcore_fail(KILN_ERR_DTYPE, "scatter-add: operand %s: lax's add does not take bool",
-                      TSTR(x, t));
-  }
+  kiln_status st = kir_check_dtype_class(e->prim, 0, &in[0].aval, kir_scatter_dtypes(e->prim));
+  if (st) return st;
   memcpy(out[0].data, in[0].data, out[0].nbytes);
   kir_indexing ix;
   kir_indexing_init(&ix, &in[0], &in[1], &s->scatter_dims_to_operand_dims,
@@ -1101,7 +1071,7 @@ static kiln_status kir_eval_scatter_add(const kir_eqn *e, const kir_buffer *in, 
   do {
     win.base[1] = w.off[0];
     if (kir_window_offset(&ix, &w, &win.base[0]))
-      kir_box_add(&win, x->dtype, out[0].data, in[2].data);
+      kir_box_scatter(&win, e->prim, x->dtype, out[0].data, in[2].data);
   } while (kir_walk_next(&w));
   return KILN_OK;
 }
@@ -1120,5 +1090,9 @@ void kir_shape_evals(kir_eval_table *t) {
   t->fn[KIR_PRIM_PAD] = kir_eval_pad;
   t->fn[KIR_PRIM_IOTA] = kir_eval_iota;
   t->fn[KIR_PRIM_GATHER] = kir_eval_gather;
-  t->fn[KIR_PRIM_SCATTER_ADD] = kir_eval_scatter_add;
+  t->fn[KIR_PRIM_SCATTER_ADD] = kir_eval_scatter;
+  t->fn[KIR_PRIM_SCATTER] = kir_eval_scatter;
+  t->fn[KIR_PRIM_SCATTER_MUL] = kir_eval_scatter;
+  t->fn[KIR_PRIM_SCATTER_MIN] = kir_eval_scatter;
+  t->fn[KIR_PRIM_SCATTER_MAX] = kir_eval_scatter;
 }

@@ -1,7 +1,7 @@
 /* Public gather and scatter forms: take (embedding lookup), take_along_axis,
- * one_hot, and scatter_add (x.at[idx].add(u)). Like JAX's indexing, negative
+ * one_hot (the scatters are in scatter.c). Like JAX's indexing, negative
  * indices count from the end, then a gather clamps indices still out of
- * range and a scatter drops them. */
+ * range. */
 #include <string.h>
 #include "trace/trace.h"
 
@@ -14,7 +14,7 @@ bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx) {
 }
 
 /* jnp's index normalisation: idx < 0 becomes idx + dim (signed types). */
-static kiln_val *ktr_wrap_negative(kiln_trace *t, kiln_val *idx, int64_t dim) {
+kiln_val *ktr_wrap_negative(kiln_trace *t, kiln_val *idx, int64_t dim) {
   kiln_dtype d = ktr_aval(idx)->dtype;
   if (!kiln_dtype_is_signed(d)) return idx;
   kiln_val *neg = kiln_lt(t, idx, kiln_scalar(t, d, 0));
@@ -22,7 +22,7 @@ static kiln_val *ktr_wrap_negative(kiln_trace *t, kiln_val *idx, int64_t dim) {
 }
 
 /* indices with a trailing index-vector dimension of size 1. */
-static kiln_val *ktr_index_vector(kiln_trace *t, const char *op, kiln_val *idx) {
+kiln_val *ktr_index_vector(kiln_trace *t, const char *op, kiln_val *idx) {
   const kir_aval *a = ktr_aval(idx);
   if (a->rank >= KIR_MAX_RANK)
     return ktr_failf(t, KILN_ERR_SHAPE, "%s: indices of rank %d leave no room for the index "
@@ -97,26 +97,4 @@ kiln_val *kiln_one_hot(kiln_trace *t, kiln_val *indices, int64_t num_classes, ki
   kiln_val *col = ktr_index_vector(t, op, indices);
   kiln_val *classes = kiln_iota(t, ktr_aval(indices)->dtype, 1, &num_classes, 0);
   return kiln_convert(t, kiln_eq(t, col, classes), dtype);
-}
-
-kiln_val *kiln_scatter_add(kiln_trace *t, kiln_val *x, kiln_val *indices, kiln_val *updates,
-                           int axis) {
-  static const char op[] = "kiln_scatter_add";
-  kiln_val *v[3] = {x, indices, updates};
-  if (!ktr_ok(t, op, 3, v) || !ktr_int_indices(t, op, indices)) return NULL;
-  const kir_aval *xa = ktr_aval(x);
-  int ir = ktr_aval(indices)->rank, a;
-  if (ktr_axis(op, axis, xa->rank, &a)) return ktr_fail(t, KILN_ERR_OUT_OF_RANGE);
-  if (!(v[1] = ktr_index_vector(t, op, ktr_wrap_negative(t, indices, xa->shape[a])))) return NULL;
-  if (!(v[2] = ktr_convert(t, op, updates, xa->dtype, xa->weak))) return NULL;
-  kir_params p;
-  memset(&p, 0, sizeof p);
-  kir_scatter_dims *s = &p.scatter.dimension_numbers;
-  /* updates: x.shape[:a] + indices.shape + x.shape[a+1:], as take's result. */
-  for (int d = 0; d < xa->rank; d++)
-    if (d != a) s->update_window_dims.v[s->update_window_dims.n++] = (int8_t)(d < a ? d : d - 1 + ir);
-  s->inserted_window_dims.n = s->scatter_dims_to_operand_dims.n = 1;
-  s->inserted_window_dims.v[0] = s->scatter_dims_to_operand_dims.v[0] = (int8_t)a;
-  p.scatter.mode = KIR_GATHER_FILL_OR_DROP;
-  return ktr_bind(t, op, KIR_PRIM_SCATTER_ADD, &p, 3, v, 1, NULL);
 }

@@ -106,14 +106,12 @@ kiln_val *kiln_top_k(kiln_trace *t, kiln_val *x, int64_t k, kiln_val **indices) 
   if (xa->rank < 1 || k < 0 || k > xa->shape[xa->rank - 1])
     return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: k=%lld is out of range for %s (0 to the last "
                      "axis' size)", op, (long long)k, kir_aval_str(xa, ty, sizeof ty));
-  int r = xa->rank;
-  kiln_val *order = kiln_argsort(t, x, r - 1, 1);
-  if (!order) return NULL;
-  int64_t start[KIR_MAX_RANK] = {0}, limit[KIR_MAX_RANK];
-  memcpy(limit, xa->shape, (size_t)r * sizeof *limit);
-  limit[r - 1] = k;
-  kiln_val *top = kiln_slice(t, order, start, limit, NULL);
-  kiln_val *vals = kiln_take_along_axis(t, x, top, r - 1);
-  if (indices) *indices = top;
-  return vals;
+  kir_params p;
+  memset(&p, 0, sizeof p);
+  p.top_k.axis = xa->rank - 1;
+  p.top_k.k = k;
+  kiln_val *outs[2] = {NULL, NULL};
+  if (!ktr_bind(t, op, KIR_PRIM_TOP_K, &p, 1, &x, 2, outs)) return NULL;
+  if (indices) *indices = outs[1];
+  return outs[0];
 }

@@ -91,6 +91,10 @@ kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse) {
   return ktr_cumulative(t, "kiln_cummax", KIR_PRIM_CUMMAX, x, axis, reverse);
 }
 
+kiln_val *kiln_cumlogsumexp(kiln_trace *t, kiln_val *x, int axis, int reverse) {
+  return ktr_cumulative(t, "kiln_cumlogsumexp", KIR_PRIM_CUMLOGSUMEXP, x, axis, reverse);
+}
+
 kiln_val *kiln_sort(kiln_trace *t, kiln_val *x, int dimension, kiln_val **indices) {
   static const char op[] = "kiln_sort";
   if (!ktr_ok(t, op, 1, &x)) return NULL;

@@ -129,6 +129,10 @@ kir_aval ktr_aval_import(const kiln_aval *in);
 
 /* True if idx has an integer dtype; else the trace fails naming op. */
 bool ktr_int_indices(kiln_trace *t, const char *op, kiln_val *idx);
+/* jnp's index normalisation (idx < 0 becomes idx + dim), and indices with a
+ * trailing index-vector dimension of size 1 (gather.c). */
+kiln_val *ktr_wrap_negative(kiln_trace *t, kiln_val *idx, int64_t dim);
+kiln_val *ktr_index_vector(kiln_trace *t, const char *op, kiln_val *idx);
 
 /* ---- helpers of the numpy-level files (numpy_*.c) ---- */
 /* Marks the axes a numpy reduction names (n = KILN_ALL_AXES: all); false

@@ -136,8 +136,8 @@ def jax_value(v):
 
 # JAX primitives and the bind params kiln does not have.
 def prim_of(name):
-    if name == "scatter-add":
-        return S.scatter_add_p
+    if name.startswith("scatter"):
+        return getattr(S, name.replace("-", "_") + "_p")
     if name == "stop_gradient":
         return ad_util.stop_gradient_p
     for mod in (L, S, SP, CF, TF):
@@ -160,6 +160,10 @@ EXTRA = {
     "convert_element_type": {"sharding": None},
     "dot_general": {"precision": None, "out_sharding": None},
     "scatter-add": {"update_jaxpr": None, "update_consts": ()},
+    "scatter": {"update_jaxpr": None, "update_consts": ()},
+    "scatter-mul": {"update_jaxpr": None, "update_consts": ()},
+    "scatter-min": {"update_jaxpr": None, "update_consts": ()},
+    "scatter-max": {"update_jaxpr": None, "update_consts": ()},
 }
 
 # kiln-only primitives and param spellings that JAX expresses otherwise.
@@ -566,6 +570,32 @@ def run_control(text, types, fn):
         text = text.replace(f"@{k}", type_str(o))
     return text
 
+
+# ---- the scatter family, top_k, cumlogsumexp, optimization_barrier (helper "scatter") ----
+for sp in ("scatter", "scatter-mul", "scatter-min", "scatter-max"):
+    case(sp, "f32[10,3] i32[2,4,1] f32[2,4,3]",
+         dimension_numbers=SDims([(2,), (0,), (0,), (), ()]), mode=Mode("FILL_OR_DROP"),
+         indices_are_sorted=False, unique_indices=False)
+    case(sp, "~i32[4,5] i32[4,2,1] i32[4,2]",
+         dimension_numbers=SDims([(), (1,), (1,), (0,), (0,)]), mode=Mode("CLIP"),
+         indices_are_sorted=True, unique_indices=True)
+    if sp != "scatter-mul":  # the primitive takes bool, lax.scatter_mul (and kiln) do not
+        case(sp, "bool[4] i32[2,1] bool[2]", dimension_numbers=SDims([(), (0,), (0,), (), ()]),
+             mode=Mode("CLIP"), indices_are_sorted=False, unique_indices=False)
+    case(sp, "f32[10,3] i32[2,1] i32[2,3]", dimension_numbers=SDims([(1,), (0,), (0,), (), ()]),
+         mode=Mode("CLIP"), indices_are_sorted=False, unique_indices=False)
+    case(sp, "f32[10,3] i32[2,2] f32[2,3]", dimension_numbers=SDims([(1,), (0,), (0,), (), ()]),
+         mode=Mode("CLIP"), indices_are_sorted=False, unique_indices=False)
+case("top_k", "f32[3,8]", k=3, axis=1)
+case("top_k", "~i32[5,2]", k=5, axis=0)
+case("top_k", "f32[4]", k=5, axis=0)
+case("top_k", "f32[4]", k=-1, axis=0)
+case("top_k", "f32[4,2]", k=1, axis=2)
+case("cumlogsumexp", "f32[3,8]", axis=1, reverse=True)
+case("cumlogsumexp", "~bf16[4]", axis=0, reverse=False)
+case("cumlogsumexp", "f32[3]", axis=1, reverse=False)
+case("optimization_barrier", "f32[3,8] ~i32[] bool[2]")
+case("optimization_barrier", "f16[0]")
 
 def run(prim, ins, params):
     args = [parse_type(t) for t in ins]
