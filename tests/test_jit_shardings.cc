@@ -7,7 +7,7 @@
 
 #include <cmath>
 #include <fstream>
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +71,27 @@ kiln_tree *SmapBody(kiln_trace *t, const kiln_tree *args, void *) {
   kiln_val *x = kiln_arg(args, 0);
   return kiln_tree_val(kiln_add(t, kiln_sin(t, x), kiln_psum(t, x, "data")));
 }
+
+// shard_map(SmapBody) over mesh with in_specs (P('data', None),) and
+// out_specs P('data', None); frees what it made.
+struct RowsShardMap {
+  explicit RowsShardMap(kiln_mesh *mesh) {
+    EXPECT_EQ(kiln_func_new(SmapBody, nullptr, "body", &body), KILN_OK);
+    EXPECT_EQ(kiln_pspec_parse("data, None", &spec), KILN_OK);
+    kiln_tree *leaf = kiln_tree_ptr(spec);
+    kiln_tree *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(spec);
+    EXPECT_EQ(kiln_shard_map(body, mesh, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+    kiln_tree_free(ins);
+    kiln_tree_free(outs);
+  }
+  ~RowsShardMap() {
+    kiln_func_free(sm);
+    kiln_func_free(body);
+    kiln_pspec_free(spec);
+  }
+  kiln_func *body = nullptr, *sm = nullptr;
+  kiln_pspec *spec = nullptr;
+};
 
 class JitShardings : public dist_test::CpuDevices {
  protected:
@@ -234,28 +255,58 @@ TEST_F(JitShardings, ShardMapTakesArgumentsOfOtherLayoutsAsJax) {
     if (c.devices() != n_ || c.f[4] != "shard_map") continue;
     SCOPED_TRACE(c.f[0]);
     kiln_mesh *mesh = CaseMesh(c);
-    kiln_func *body = nullptr, *sm = nullptr;
-    ASSERT_EQ(kiln_func_new(SmapBody, nullptr, "body", &body), KILN_OK);
-    kiln_pspec *spec = nullptr;
-    ASSERT_EQ(kiln_pspec_parse("data, None", &spec), KILN_OK);
-    kiln_tree *leaf = kiln_tree_ptr(spec);
-    kiln_tree *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(spec);
-    ASSERT_EQ(kiln_shard_map(body, mesh, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
-    kiln_sharding *s = Named(mesh, c.f[5].c_str());
-    kiln_array *x = Put(s, Ints(c.f[7], ','), Floats(c.f[8])), *y = nullptr;
-    ASSERT_EQ(Call(sm, {}, {}, {x}, &y), KILN_OK) << kiln_last_error();
-    ExpectClose(Floats(c.f[11]), ToHost(y));
-    for (kiln_array *a : {x, y}) kiln_array_release(a);
-    kiln_sharding_free(s);
-    kiln_tree_free(ins);
-    kiln_tree_free(outs);
-    kiln_pspec_free(spec);
-    kiln_func_free(sm);
-    kiln_func_free(body);
+    {
+      RowsShardMap f(mesh);
+      kiln_sharding *s = Named(mesh, c.f[5].c_str());
+      kiln_array *x = Put(s, Ints(c.f[7], ','), Floats(c.f[8])), *y = nullptr;
+      ASSERT_EQ(Call(f.sm, {}, {}, {x}, &y), KILN_OK) << kiln_last_error();
+      ExpectClose(Floats(c.f[11]), ToHost(y));
+      for (kiln_array *a : {x, y}) kiln_array_release(a);
+      kiln_sharding_free(s);
+    }
     kiln_mesh_free(mesh);
     ran++;
   }
   EXPECT_EQ(ran, 3);
+}
+
+// The lowered program shows each move of an argument to a shard_map's
+// in_spec as a device_put equation; an argument already laid out so, or an
+// ordinary array, needs none.
+TEST_F(JitShardings, LoweredIrShowsTheMoveToTheInSpec) {
+  kiln_mesh *mesh = Mesh({n_}, {"data"});
+  auto f = std::make_unique<RowsShardMap>(mesh);  // freed before the mesh it borrows
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, f->sm, nullptr, &j), KILN_OK);
+  std::vector<float> v(2 * n_ * n_, 1.f);
+  const std::string global = "f32[" + std::to_string(2 * n_) + "," + std::to_string(n_) + "]";
+  const std::string put = "b:" + global + " = device_put[mesh=\"data=" + std::to_string(n_) +
+                          "\" spec=\"data, None\"] a";
+  for (const char *from : {"", "None, data", "data, None", "ordinary"}) {
+    SCOPED_TRACE(from);
+    bool ordinary = std::string(from) == "ordinary";
+    kiln_sharding *s = ordinary ? nullptr : Named(mesh, from);
+    kiln_array *x = ordinary ? Host({2 * n_, n_}, v) : Put(s, {2 * n_, n_}, v);
+    kiln_tree *args = kiln_tree_tuple(1, std::vector<kiln_tree *>{kiln_tree_array(x)}.data());
+    kiln_lowered *l = nullptr;
+    char *text = nullptr;
+    ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_lowered_as_text(l, &text), KILN_OK);
+    bool moved = !ordinary && std::string(from) != "data, None";
+    EXPECT_EQ(Contains(text, put), moved) << text;
+    if (moved) EXPECT_TRUE(Contains(text, "in_specs=\"data, None\"")) << text;
+    kiln_tree *y = nullptr;  // and the call agrees with the text
+    ASSERT_EQ(kiln_jit_call(j, args, &y), KILN_OK) << kiln_last_error();
+    free(text);
+    kiln_tree_free(y);
+    kiln_lowered_free(l);
+    kiln_tree_free(args);
+    kiln_array_release(x);
+    kiln_sharding_free(s);
+  }
+  kiln_jit_free(j);
+  f.reset();
+  kiln_mesh_free(mesh);
 }
 
 }  // namespace

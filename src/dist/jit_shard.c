@@ -135,7 +135,7 @@ static kiln_status leaf_shardings(const shard_opts *o, const kiln_tree *args, si
 /* "P('data', None) over mesh(data=4, model=2) of devices 0,1,...": what a
  * cache key must tell apart. */
 static size_t describe(const kiln_sharding *s, char *buf, size_t cap) {
-  if (kiln_sharding_device_count(s) == 1 && s->kind == KDIST_SINGLE)
+  if (s->kind == KDIST_SINGLE)
     return (size_t)snprintf(buf, cap, "device %d", kiln_device_index(s->device));
   char spec[512];
   size_t n = (size_t)snprintf(buf, cap, "%s over mesh(", kiln_pspec_format(&s->spec, spec, sizeof spec));
@@ -216,6 +216,93 @@ static kiln_status split_sharding(kiln_mesh *mesh, const kdist_split *s, int ran
   if (!st) st = kiln_sharding_named(mesh, spec, out);
   kiln_pspec_free(spec);
   return st;
+}
+
+/* ---- shard_map operands laid out otherwise: a device_put each ---- */
+
+/* Whether s lays a value out as ks over m, the mesh of a shard_map (the
+ * context's first devices, in order). */
+static bool laid_out_as(const kiln_sharding *s, const kir_mesh *m, const kir_spec *ks,
+                        kiln_ctx *ctx) {
+  if (s->kind != KDIST_NAMED || s->mesh->ndim != m->ndim) return false;
+  for (int a = 0; a < m->ndim; a++)
+    if (s->mesh->shape[a] != m->size[a] || strcmp(s->mesh->names[a], m->name[a])) return false;
+  for (int64_t d = 0; d < s->mesh->ndevices; d++)
+    if (s->mesh->devices[d] != &ctx->be.devices[d]) return false;
+  int r = s->spec.rank > ks->rank ? s->spec.rank : ks->rank;
+  for (int d = 0; d < r; d++) {
+    int na = d < s->spec.rank ? s->spec.dims[d].naxes : 0, nk = d < ks->rank ? ks->n_axes[d] : 0;
+    if (na != nk) return false;
+    for (int k = 0; k < na; k++)
+      if (s->axis_of[d][k] != ks->axes[d][k]) return false;
+  }
+  return true;
+}
+
+/* Spec k of a " | "-separated list, into buf. */
+static void nth_spec(const char *specs, int k, char *buf, size_t cap) {
+  const char *p = specs, *end;
+  for (int i = 0; i < k && p; i++) p = (p = strstr(p, " | ")) ? p + 3 : NULL;
+  if (!p) p = "";
+  end = strstr(p, " | ");
+  size_t n = end ? (size_t)(end - p) : strlen(p);
+  snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+static int invar_index(const kir_program *g, kir_vid v) {
+  for (int i = 0; i < g->n_invars; i++)
+    if (g->invars[i] == v) return i;
+  return -1;
+}
+
+/* Moves the equations from n0 on (they read invars only) to the front. */
+static kiln_status rotate_front(kir_program *g, int n0) {
+  int n = g->n_eqns, added = n - n0;
+  kir_eqn *tmp = malloc((size_t)n * sizeof *tmp);
+  if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
+  memcpy(tmp, g->eqns + n0, (size_t)added * sizeof *tmp);
+  memcpy(tmp + added, g->eqns, (size_t)n0 * sizeof *tmp);
+  memcpy(g->eqns, tmp, (size_t)n * sizeof *tmp);
+  free(tmp);
+  for (kir_vid v = 0; v < g->n_vars; v++)
+    if (g->vars[v].kind == KIR_VAR_EQN) g->vars[v].eqn += g->vars[v].eqn >= n0 ? -n0 : added;
+  return KILN_OK;
+}
+
+/* A device_put[mesh spec] before every top-level shard_map operand that is
+ * an argument laid out otherwise than the operand's in_spec: the transfer
+ * the IR shows (the call moves the argument to the jit's device, and the
+ * shard_map splits it by its in_specs). */
+static kiln_status put_before_shard_maps(krt_program *p, const kiln_sharding *const *eff) {
+  kir_program *g = p->prog;
+  int n0 = g->n_eqns;
+  kiln_status st = KILN_OK;
+  for (int i = 0; !st && i < n0; i++) {
+    if (g->eqns[i].prim != KIR_PRIM_SHARD_MAP) continue;
+    const char *mesh = g->eqns[i].params.shard_map.mesh, *in_specs = g->eqns[i].params.shard_map.in_specs;
+    int n_in = g->eqns[i].n_in;
+    kir_mesh m;
+    kir_spec *specs = malloc((size_t)(n_in + 1) * sizeof *specs);
+    st = specs ? kir_mesh_parse("jit", mesh, &m)
+               : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
+    if (!st) st = kir_specs_parse("jit", in_specs, &m, n_in, specs);
+    for (int k = 0; !st && k < n_in; k++) {
+      kir_vid v = g->eqns[i].in[k];
+      int leaf = invar_index(g, v);
+      if (leaf < 0 || !eff[leaf] || laid_out_as(eff[leaf], &m, &specs[k], p->ctx)) continue;
+      char spec[1024];
+      nth_spec(in_specs, k, spec, sizeof spec);
+      kir_params prm;
+      memset(&prm, 0, sizeof prm);
+      prm.device_put = (kir_p_device_put){mesh, spec};
+      int at;
+      if (!(st = kir_add_eqn(g, KIR_PRIM_DEVICE_PUT, &prm, 1, &v, &at)))
+        g->eqns[i].in[k] = g->eqns[at].out[0];
+    }
+    free(specs);
+  }
+  if (!st && g->n_eqns > n0) st = rotate_front(g, n0);
+  return st ? st : kir_verify(g);
 }
 
 /* Per shard: every leaf over the one mesh of the named ones (the others
@@ -308,6 +395,7 @@ static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program 
   } else { /* on the jit's device: the leaves with a sharding come there */
     for (size_t i = 0; !st && i < n; i++)
       if (eff[i]) st = kiln_sharding_single(p->dev, &pl->target[i]);
+    if (!st && smap) st = put_before_shard_maps(p, eff);
   }
   free(arrays), free(eff);
   if (st) {

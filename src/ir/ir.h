@@ -376,6 +376,11 @@ typedef struct kir_p_shard_map {
   const char *mesh;
   const char *out_specs;
 } kir_p_shard_map;
+/* device_put: mesh as shard_map's, spec one partition spec ("data, None"). */
+typedef struct kir_p_device_put {
+  const char *mesh;
+  const char *spec;
+} kir_p_device_put;
 typedef struct kir_p_debug_print { const char *fmt; /* arena */ } kir_p_debug_print;
 /* callback is an id the caller resolves (an index into its table of host
  * functions); result_avals are the callback's outputs. */
@@ -420,7 +425,8 @@ typedef struct kir_p_host_callback {
   X(PSUM_SCATTER, psum_scatter, kir_p_psum_scatter)    \
   X(PPERMUTE, ppermute, kir_p_ppermute)                \
   X(ALL_TO_ALL, all_to_all, kir_p_all_to_all)          \
-  X(SHARD_MAP, shard_map, kir_p_shard_map)
+  X(SHARD_MAP, shard_map, kir_p_shard_map)            \
+  X(DEVICE_PUT, device_put, kir_p_device_put)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -573,6 +579,7 @@ KIR_DECLARE_RULE(kir_rule_ppermute)
 KIR_DECLARE_RULE(kir_rule_all_to_all)
 KIR_DECLARE_RULE(kir_rule_axis_index)
 KIR_DECLARE_RULE(kir_rule_shard_map)
+KIR_DECLARE_RULE(kir_rule_device_put)
 #undef KIR_DECLARE_RULE
 
 /* ======================================================================

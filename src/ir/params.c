@@ -80,6 +80,7 @@ static const kir_field kir_f_all_to_all[] = {
 static const kir_field kir_f_shard_map[] = {
     F(shard_map, check_rep, BOOL), F(shard_map, in_specs, STRING), F(shard_map, jaxpr, PROGRAM),
     F(shard_map, mesh, STRING), F(shard_map, out_specs, STRING)};
+static const kir_field kir_f_device_put[] = {F(device_put, mesh, STRING), F(device_put, spec, STRING)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -124,6 +125,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_PPERMUTE] = KIR_FIELDS(kir_f_ppermute),
     [KIR_PARAMS_ALL_TO_ALL] = KIR_FIELDS(kir_f_all_to_all),
     [KIR_PARAMS_SHARD_MAP] = KIR_FIELDS(kir_f_shard_map),
+    [KIR_PARAMS_DEVICE_PUT] = KIR_FIELDS(kir_f_device_put),
 };
 #undef KIR_FIELDS
 

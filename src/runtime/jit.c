@@ -425,6 +425,9 @@ kiln_status kiln_compiled_call(kiln_compiled *c, const kiln_tree *args, kiln_tre
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
   if (!c) return kcore_fail(KILN_ERR_ARGUMENT, "%s: compiled is NULL", op);
+  if (c->p.shard_state)
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: this program was lowered for sharded "
+                      "arguments; call it through kiln_jit_call", op);
   krt_signature sig;
   kiln_status st = krt_signature_of(op, args, c->p.sig.static_key, c->p.sig.static_key_size, &sig);
   if (st) return st;

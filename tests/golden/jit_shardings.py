@@ -20,21 +20,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+import spmd_shard_map
+
 jax.config.update("jax_platforms", "cpu")
 
 
 def spec_text(spec):
-    parts = []
-    for e in spec:
-        if e is None:
-            parts.append("None")
-        elif isinstance(e, tuple):
-            parts.append("(" + ", ".join(e) + ")")
-        else:
-            parts.append(e)
-    while parts and parts[-1] == "None":
-        parts.pop()
-    return ", ".join(parts)
+    """kiln_pspec_parse's text without trailing Nones (JAX's equality)."""
+    text = spmd_shard_map.spec_text(spec)
+    while text == "None" or text.endswith(", None"):
+        text = text[:-len(", None")] if text != "None" else ""
+    return text
 
 
 def parse_spec(text):
