@@ -102,8 +102,6 @@ typedef struct kdist_split {
   int8_t na[KILN_MAX_RANK];
   int8_t ax[KILN_MAX_RANK][KILN_MESH_MAX_AXES];
 } kdist_split;
-/* The number of blocks dimension d is split into. */
-int64_t kdist_split_ways(const kiln_mesh *mesh, const kdist_split *s, int d);
 /* The program each device runs when prog (jit(fname), over global types)
  * runs shard by shard with its invars split as in[]: a new program over
  * per-shard types, and each outvar's split. Where an equation is neither

@@ -177,11 +177,12 @@ static kiln_status layout(const void *opts, const kiln_tree *args, kiln_device *
 static void plan_free(void *p) {
   shard_plan *pl = p;
   if (!pl) return;
+  /* The executables first: the mesh lives as long as the target shardings. */
+  for (int64_t d = 1; pl->x && pl->mesh && d < pl->mesh->ndevices; d++)
+    if (pl->x[d]) pl->ctx->be.exec->free(pl->x[d]);
   for (int i = 0; pl->target && i < pl->n_in; i++) kiln_sharding_free(pl->target[i]);
   for (int k = 0; pl->out_own && k < pl->n_out; k++) kiln_sharding_free(pl->out_own[k]);
   for (int k = 0; pl->out_want && k < pl->n_out; k++) kiln_sharding_free(pl->out_want[k]);
-  for (int64_t d = 1; pl->x && pl->mesh && d < pl->mesh->ndevices; d++)
-    if (pl->x[d]) pl->ctx->be.exec->free(pl->x[d]);
   kir_program_free(pl->shard_prog);
   free(pl->target), free(pl->out_own), free(pl->out_want), free(pl->out_avals), free(pl->x);
   free(pl);

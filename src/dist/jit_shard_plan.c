@@ -64,7 +64,8 @@ static const char *split_str(const kiln_mesh *m, const kdist_split *s, int rank,
   return buf;
 }
 
-int64_t kdist_split_ways(const kiln_mesh *mesh, const kdist_split *s, int d) {
+/* The number of blocks dimension d is split into. */
+static int64_t split_ways(const kiln_mesh *mesh, const kdist_split *s, int d) {
   int64_t w = 1;
   for (int k = 0; k < s->na[d]; k++) w *= mesh->shape[s->ax[d][k]];
   return w;
@@ -236,7 +237,7 @@ static kiln_status backward(planner *p, int i) {
 static kiln_status shard_aval(const planner *p, kir_vid v, kir_aval *out) {
   *out = *kir_var_aval(p->prog, v);
   for (int d = 0; d < out->rank; d++) {
-    int64_t w = kdist_split_ways(p->mesh, &p->s[v], d);
+    int64_t w = split_ways(p->mesh, &p->s[v], d);
     if (out->shape[d] % w) {
       char t[KIR_AVAL_STR_CAP];
       return kcore_fail(KILN_ERR_SHAPE, "jit(%s): dimension %d of %s (size %lld) does not split "
@@ -273,7 +274,7 @@ static kiln_status rewrite(const planner *p, kir_program *q, kir_vid *map) {
     kir_params prm = e->params;
     if (e->prim == KIR_PRIM_BROADCAST_IN_DIM)
       for (int d = 0; d < prm.broadcast.shape.n; d++)
-        prm.broadcast.shape.v[d] /= kdist_split_ways(p->mesh, &p->s[e->out[0]], d);
+        prm.broadcast.shape.v[d] /= split_ways(p->mesh, &p->s[e->out[0]], d);
     int at;
     if ((st = kir_add_eqn(q, e->prim, &prm, e->n_in, in, &at))) break;
     for (int k = 0; !st && k < e->n_out; k++) {
