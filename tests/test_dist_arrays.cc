@@ -315,7 +315,8 @@ TEST_F(DistArrays, SingleDeviceOperationsRefuseShardedArraysAndDeletionReachesSh
   EXPECT_TRUE(Contains(kiln_last_error(), "dimension 0 of size")) << kiln_last_error();
   EXPECT_EQ(other, nullptr);
 
-  // A jitted function runs on one device: a sharded argument is refused.
+  // A jitted elementwise function runs shard by shard over a sharded
+  // argument (tests/test_jit_shardings.cc covers the rest).
   kiln_func *f = nullptr;
   ASSERT_EQ(kiln_func_new([](kiln_trace *t, const kiln_tree *args, void *) -> kiln_tree * {
               kiln_val *x = kiln_arg(args, 0);
@@ -325,8 +326,12 @@ TEST_F(DistArrays, SingleDeviceOperationsRefuseShardedArraysAndDeletionReachesSh
   kiln_jit *jit = nullptr;
   ASSERT_EQ(kiln_jit_new(ctx_, f, nullptr, &jit), KILN_OK);
   kiln_array *out = nullptr;
-  EXPECT_EQ(kiln_jit_call_arrays(jit, 1, &a, 1, &out), KILN_ERR_WRONG_DEVICE);
-  EXPECT_TRUE(Contains(kiln_last_error(), "is sharded over")) << kiln_last_error();
+  ASSERT_EQ(kiln_jit_call_arrays(jit, 1, &a, 1, &out), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_array_shard_count(out), n_);
+  std::vector<float> doubled = ToHost(out);
+  for (size_t i = 0; kiln_ctx_backend(ctx_) == KILN_BACKEND_CPU && i < doubled.size(); i++)
+    EXPECT_EQ(doubled[i], 2 * host[i]);  // the stand-in CUDA driver computes no kernels
+  kiln_array_release(out);
   kiln_jit_free(jit);
   kiln_func_free(f);
   DLManagedTensorVersioned *dl = nullptr;

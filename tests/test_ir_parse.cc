@@ -787,6 +787,9 @@ class Gen {
     kir_vid out = bs.pool.back();
     EXPECT_EQ(kir_set_outputs(body, 1, &out), KILN_OK);
     par = Zero();
+    par.device_put = {meshes[m], ""};  // moved to P() first, as jit does for another layout
+    if (k == 0 && Add(s, KIR_PRIM_DEVICE_PUT, &par, {x})) x = s.pool.back();
+    par = Zero();
     par.shard_map = {Coin(), "", body, meshes[m], ""};
     Add(s, KIR_PRIM_SHARD_MAP, &par, {x});
   }

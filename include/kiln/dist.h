@@ -179,7 +179,9 @@ void kiln_padded_free(kiln_padded *p);
  * over it; with check_rep, one not provably so is a trace-time error naming
  * the axis. Values f captures are passed to every device whole. f and mesh
  * are borrowed and must outlive the result. Call it inside a trace or
- * through kiln_jit: on CPU devices each device of the mesh runs the body on
+ * through kiln_jit; a jitted argument laid out otherwise than its in_spec
+ * (replicated, split another way, on one device) is moved, which the
+ * jitted program's IR shows as `device_put[mesh=.. spec=..]`. On CPU devices each device of the mesh runs the body on
  * its own thread, the collectives moving data between them; the reference
  * executor (KILN_EXECUTOR=reference) evaluates the body for every device in
  * lockstep instead. On CUDA devices one thread enqueues every device's

@@ -17,6 +17,7 @@ extern "C" {
 typedef struct kiln_jit kiln_jit;
 typedef struct kiln_lowered kiln_lowered;
 typedef struct kiln_compiled kiln_compiled;
+typedef struct kiln_sharding kiln_sharding; /* kiln/dist.h */
 
 typedef struct kiln_jit_options {
   /* Static arguments, as bytes: part of the cache key (static_argnums). */
@@ -27,6 +28,21 @@ typedef struct kiln_jit_options {
   const int *donate_argnums;
   int num_donate;
   int device; /* index of the device the program runs on (default 0) */
+  /* jax.jit's in_shardings / out_shardings (kiln/dist.h; copied): one per
+   * top-level argument / result (a single one applies to all; an entry or
+   * the list NULL takes the argument's own layout / the computed one). An
+   * argument laid out otherwise is resharded first; results are put where
+   * out_shardings say. A function over named-sharded arguments without a
+   * shard_map runs per shard (one executable per mesh device) when every
+   * equation is elementwise or keeps the sharded dimensions, else fails
+   * naming the equation (use kiln_shard_map); with a shard_map, the
+   * arguments come to `device` and each shard_map operand is moved to its
+   * in_spec (a device_put equation in the IR). Shardings are part of the
+   * cache key. Donation is not applied to sharded calls. */
+  const kiln_sharding *const *in_shardings;
+  int num_in_shardings;
+  const kiln_sharding *const *out_shardings;
+  int num_out_shardings;
 } kiln_jit_options;
 
 kiln_status kiln_jit_new(kiln_ctx *ctx, const kiln_func *f, const kiln_jit_options *opts,

@@ -150,6 +150,26 @@ void kdist_lockstep_free(kdist_lockstep *ls); /* NULL is allowed */
 kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_buffer *in,
                                kir_buffer *out);
 
+/* ---- jit over sharded arguments (jit_shard.c, jit_shard_plan.c) ---- */
+/* Lends the context's jit the hooks that run calls with sharded leaves or
+ * in/out shardings (krt_shard_hooks); idempotent. */
+void kdist_jit_install(kiln_ctx *ctx);
+/* How a value is split over a mesh: the mesh axes (indices) dividing each
+ * dimension, as a partition spec's entries; all zero: replicated. */
+typedef struct kdist_split {
+  int8_t na[KILN_MAX_RANK];
+  int8_t ax[KILN_MAX_RANK][KILN_MESH_MAX_AXES];
+} kdist_split;
+/* The program each device runs when prog (jit(fname), over global types)
+ * runs shard by shard with its invars split as in[]: a new program over
+ * per-shard types, and each outvar's split. Where an equation is neither
+ * elementwise nor keeps the split dimensions, KILN_ERR_UNIMPLEMENTED
+ * naming it, the dimension and the mesh axis (use shard_map). */
+struct kir_program;
+kiln_status kdist_shard_program(const char *fname, const kiln_mesh *mesh,
+                                const struct kir_program *prog, const kdist_split *in,
+                                kdist_split *out_splits, struct kir_program **out);
+
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);
 

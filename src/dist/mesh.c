@@ -81,6 +81,7 @@ kiln_status kiln_mesh_new(kiln_ctx *ctx, int ndim, const int64_t *shape, const c
         goto fail;
       }
   }
+  kdist_jit_install(ctx); /* arrays over the mesh may now reach jit */
   *out = m;
   return KILN_OK;
 fail:

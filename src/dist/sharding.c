@@ -47,6 +47,7 @@ kiln_status kiln_sharding_single(kiln_device *device, kiln_sharding **out) {
   if (!device) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_sharding_single: device is null");
   kiln_status st = sharding_alloc("kiln_sharding_single", out);
   if (!st) (*out)->kind = KDIST_SINGLE, (*out)->device = device;
+  if (!st) kdist_jit_install(kiln_device_ctx(device)); /* it may reach jit's in_shardings */
   return st;
 }
 

@@ -309,6 +309,41 @@ kiln_status kir_rule_axis_index(kir_prim prim, const kir_params *params, int n_i
   return st;
 }
 
+/* The shard type of operand i (of type in) split by spec s over m: the
+ * spec must fit its rank and divide the dimensions it splits. */
+static kiln_status split_operand(const char *op, int i, const kir_aval *in, const kir_spec *s,
+                                 const kir_mesh *m, kir_aval *shard) {
+  char t[KIR_AVAL_STR_CAP];
+  *shard = *in;
+  if (s->rank > in->rank)
+    return kcore_fail(KILN_ERR_SHAPE, "%s: operand %d of type %s has a spec of %d entries", op, i,
+                      kir_aval_str(in, t, sizeof t), s->rank);
+  for (int d = 0; d < s->rank; d++) {
+    int64_t w = kir_spec_ways(s, m, d);
+    if (shard->shape[d] % w)
+      return kcore_fail(KILN_ERR_SHAPE, "%s: dimension %d of operand %d (%s) is not divisible by "
+                        "%lld", op, d, i, kir_aval_str(in, t, sizeof t), (long long)w);
+    shard->shape[d] /= w;
+  }
+  return KILN_OK;
+}
+
+/* device_put: the operand's type, which the spec must split evenly. */
+kiln_status kir_rule_device_put(kir_prim prim, const kir_params *params, int n_in,
+                                const kir_aval *in, kir_avals *out) {
+  (void)n_in;
+  const char *op = kir_prim_name(prim);
+  const kir_p_device_put *p = &params->device_put;
+  if (!p->mesh || !p->spec) return kcore_fail(KILN_ERR_ARGUMENT, "%s: no mesh or spec", op);
+  kir_mesh m;
+  kir_spec s;
+  kir_aval shard;
+  kiln_status st = kir_mesh_parse(op, p->mesh, &m);
+  if (!st) st = kir_specs_parse(op, p->spec, &m, 1, &s);
+  if (!st) st = split_operand(op, 0, &in[0], &s, &m, &shard);
+  return st ? st : kir_avals_push(out, &in[0]);
+}
+
 /* shard_map: each operand, split by its in_spec over the mesh, must have
  * the body's invar type; each result is the body's output grown back by
  * its out_spec. */
@@ -329,17 +364,8 @@ kiln_status kir_rule_shard_map(kir_prim prim, const kir_params *params, int n_in
   if (!st) st = kir_specs_parse(op, p->out_specs, &m, body->n_outvars, specs + n_in);
   char t0[KIR_AVAL_STR_CAP], t1[KIR_AVAL_STR_CAP];
   for (int i = 0; !st && i < n_in; i++) {
-    kir_aval shard = in[i];
-    if (specs[i].rank > shard.rank)
-      st = kcore_fail(KILN_ERR_SHAPE, "%s: operand %d of type %s has a spec of %d entries", op, i,
-                      kir_aval_str(&in[i], t0, sizeof t0), specs[i].rank);
-    for (int d = 0; !st && d < specs[i].rank; d++) {
-      int64_t w = kir_spec_ways(&specs[i], &m, d);
-      if (shard.shape[d] % w)
-        st = kcore_fail(KILN_ERR_SHAPE, "%s: dimension %d of operand %d (%s) is not divisible by "
-                        "%lld", op, d, i, kir_aval_str(&in[i], t0, sizeof t0), (long long)w);
-      shard.shape[d] /= w;
-    }
+    kir_aval shard;
+    st = split_operand(op, i, &in[i], &specs[i], &m, &shard);
     const kir_aval *want = kir_var_aval(body, body->invars[i]);
     if (!st && !kir_aval_typematch(&shard, want))
       st = kcore_fail(KILN_ERR_SHAPE, "%s: operand %d shards to %s where the body takes %s", op, i,

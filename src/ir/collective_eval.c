@@ -388,4 +388,15 @@ static kiln_status eval_shard_map(const kir_eqn *e, const kir_buffer *in, kir_bu
   return st;
 }
 
-void kir_collective_evals(kir_eval_table *t) { t->fn[KIR_PRIM_SHARD_MAP] = eval_shard_map; }
+/* device_put moves nothing on the host: the value stays what it was. */
+static kiln_status eval_device_put(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                   void *ctx) {
+  (void)e, (void)ctx;
+  if (out[0].nbytes) memmove(out[0].data, in[0].data, out[0].nbytes);
+  return KILN_OK;
+}
+
+void kir_collective_evals(kir_eval_table *t) {
+  t->fn[KIR_PRIM_SHARD_MAP] = eval_shard_map;
+  t->fn[KIR_PRIM_DEVICE_PUT] = eval_device_put;
+}

@@ -94,6 +94,7 @@ static const kir_field kir_f_select_gather[] = {
 static const kir_field kir_f_select_scatter[] = {
     F(select_scatter, padding, PAIRS), F(select_scatter, select_prim, PRIM),
     F(select_scatter, window_dimensions, SIZES), F(select_scatter, window_strides, SIZES)};
+static const kir_field kir_f_device_put[] = {F(device_put, mesh, STRING), F(device_put, spec, STRING)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -144,6 +145,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_SELECT_GATHER] = KIR_FIELDS(kir_f_select_gather),
     [KIR_PARAMS_SELECT_SCATTER] = KIR_FIELDS(kir_f_select_scatter),
     [KIR_PARAMS_TOP_K] = KIR_FIELDS(kir_f_top_k),
+    [KIR_PARAMS_DEVICE_PUT] = KIR_FIELDS(kir_f_device_put),
 };
 #undef KIR_FIELDS
 

@@ -231,6 +231,11 @@ typedef struct kir_p_shard_map {
   const char *mesh;
   const char *out_specs;
 } kir_p_shard_map;
+/* device_put: mesh as shard_map's, spec one partition spec ("data, None"). */
+typedef struct kir_p_device_put {
+  const char *mesh;
+  const char *spec;
+} kir_p_device_put;
 /* reduce_window_{sum,max,min} (kind WINDOW), select_and_gather_add
  * (SELECT_GATHER: WINDOW's fields and select_prim) and select_and_scatter_add
  * (SELECT_SCATTER: no dilations). padding holds (lo, hi) pairs (interior
@@ -292,7 +297,8 @@ typedef struct kir_p_host_callback {
   X(WINDOW, window, kir_p_window)                    \
   X(SELECT_GATHER, select_gather, kir_p_window)      \
   X(SELECT_SCATTER, select_scatter, kir_p_window)    \
-  X(TOP_K, top_k, kir_p_top_k)
+  X(TOP_K, top_k, kir_p_top_k)                      \
+  X(DEVICE_PUT, device_put, kir_p_device_put)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,

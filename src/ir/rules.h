@@ -133,6 +133,7 @@ KIR_DECLARE_RULE(kir_rule_ppermute)
 KIR_DECLARE_RULE(kir_rule_all_to_all)
 KIR_DECLARE_RULE(kir_rule_axis_index)
 KIR_DECLARE_RULE(kir_rule_shard_map)
+KIR_DECLARE_RULE(kir_rule_device_put)
 /* window.c */
 KIR_DECLARE_RULE(kir_rule_reduce_window)
 KIR_DECLARE_RULE(kir_rule_select_and_gather_add)

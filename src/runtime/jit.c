@@ -1,6 +1,8 @@
-/* jit: programs cached by (argument structure, avals, static key) for one
- * function on one device. Each signature is traced and compiled once, even
- * when many threads call at the same time. */
+/* jit: programs cached by (argument structure, avals, static key, the
+ * leaves' shardings) for one function on one device. Each signature is
+ * traced and compiled once, even when many threads call at the same time.
+ * Calls with sharded leaves, or a jit with in/out shardings, run through
+ * the hooks src/dist lends the context (krt_shard_hooks). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ struct kiln_jit {
   size_t static_key_size;
   int *donate;
   int num_donate;
+  void *shard_opts; /* the hooks' copy of in/out shardings; NULL: none */
   pthread_mutex_t mu;
   pthread_cond_t built;
   krt_entry *entries;
@@ -53,25 +56,35 @@ kiln_status kiln_jit_new(kiln_ctx *ctx, const kiln_func *f, const kiln_jit_optio
   kiln_device *dev;
   kiln_status st = kiln_device_get(ctx, o.device, &dev);
   if (st) return kcore_fail_wrap(st, "%s", op);
+  void *shard_opts = NULL;
+  if (o.num_in_shardings || o.num_out_shardings) {
+    const krt_shard_hooks *h = atomic_load(&ctx->shard_hooks);
+    if (!h) /* a sharding of this context installs the hooks */
+      return kcore_fail(KILN_ERR_WRONG_DEVICE, "%s: in_shardings/out_shardings are given but no "
+                        "mesh or sharding was made in this context", op);
+    if ((st = h->opts_copy(ctx, &o, &shard_opts))) return st;
+  }
   kiln_jit *j = calloc(1, sizeof *j);
-  if (!j) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  if (!j) {
+    if (shard_opts) atomic_load(&ctx->shard_hooks)->opts_free(shard_opts);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  }
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->built, NULL);
+  j->ctx = ctx;
+  j->shard_opts = shard_opts;
   j->static_key = o.static_key_size ? malloc(o.static_key_size) : NULL;
   j->donate = o.num_donate ? malloc((size_t)o.num_donate * sizeof *j->donate) : NULL;
   if ((o.static_key_size && !j->static_key) || (o.num_donate && !j->donate)) {
-    free(j->static_key);
-    free(j->donate);
-    free(j);
+    kiln_jit_free(j);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   }
   if (o.static_key_size) memcpy(j->static_key, o.static_key, o.static_key_size);
   if (o.num_donate) memcpy(j->donate, o.donate_argnums, (size_t)o.num_donate * sizeof *j->donate);
   j->static_key_size = o.static_key_size;
   j->num_donate = o.num_donate;
-  j->ctx = ctx;
   j->dev = dev;
   j->f = f;
-  pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->built, NULL);
   *out = j;
   return KILN_OK;
 }
@@ -91,6 +104,7 @@ void kiln_jit_free(kiln_jit *j) {
   }
   pthread_cond_destroy(&j->built);
   pthread_mutex_destroy(&j->mu);
+  if (j->shard_opts) atomic_load(&j->ctx->shard_hooks)->opts_free(j->shard_opts);
   free(j->static_key);
   free(j->donate);
   free(j);
@@ -104,6 +118,7 @@ int64_t kiln_jit_compile_count(const kiln_jit *j) {
 
 static bool krt_signature_equal(const krt_signature *a, const krt_signature *b) {
   if (a->hash != b->hash || a->n != b->n || a->static_key_size != b->static_key_size) return false;
+  if (!a->layout != !b->layout || (a->layout && strcmp(a->layout, b->layout))) return false;
   for (int i = 0; i < a->n; i++)
     if (!kir_aval_equal(&a->avals[i], &b->avals[i])) return false;
   return kiln_treedef_equal(a->def, b->def) &&
@@ -133,7 +148,26 @@ static void krt_explain_miss(const kiln_jit *j, const krt_signature *sig, char *
                kir_aval_str(&sig->avals[i], a, sizeof a), kir_aval_str(&old->avals[i], b, sizeof b));
       return;
     }
-  snprintf(buf, cap, "the static key differs (%zu bytes)", sig->static_key_size);
+  if (!old->layout != !sig->layout || (old->layout && strcmp(old->layout, sig->layout)))
+    snprintf(buf, cap, "the arguments' shardings differ from a cached program's: %s",
+             sig->layout ? sig->layout : "none");
+  else
+    snprintf(buf, cap, "the static key differs (%zu bytes)", sig->static_key_size);
+}
+
+/* The signature of a call: its leaves' shardings too, where the context
+ * has any. */
+static kiln_status krt_jit_signature(const kiln_jit *j, const char *op, const kiln_tree *args,
+                                     krt_signature *sig) {
+  kiln_status st = krt_signature_of(op, args, j->static_key, j->static_key_size, sig);
+  const krt_shard_hooks *h = atomic_load(&j->ctx->shard_hooks);
+  if (st || !h) return st;
+  if ((st = h->layout(j->shard_opts, args, j->dev, &sig->layout))) {
+    krt_signature_free(sig);
+    return st;
+  }
+  if (sig->layout) sig->hash = kcore_hash_bytes(sig->hash, sig->layout, strlen(sig->layout));
+  return KILN_OK;
 }
 
 /* Marks the leaves of the donated top-level arguments. */
@@ -158,15 +192,35 @@ static kiln_status krt_donation_mask(const kiln_jit *j, const kiln_tree *args, i
 }
 
 /* Traces and compiles for sig; on success the entry owns the program. */
+/* Traces for sig into p, with its donation mask; a sharded signature is
+ * prepared by the shard hooks (which donate nothing). */
+static kiln_status krt_jit_trace(kiln_jit *j, const kiln_tree *args, const krt_signature *sig,
+                                 krt_program *p) {
+  kiln_status st = krt_trace(j->ctx, j->dev, j->f, sig, p);
+  if (st) return st;
+  if ((st = krt_signature_clone(sig, &p->sig))) return st;
+  if (!sig->layout) return krt_donation_mask(j, args, p->sig.n, &p->donated);
+  if (!(p->donated = calloc((size_t)p->sig.n + 1, sizeof *p->donated)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_jit_call: out of host memory");
+  return atomic_load(&j->ctx->shard_hooks)->prepare(j->shard_opts, args, p);
+}
+
+/* krt_compile, or the shard hooks' for a prepared program. */
+static kiln_status krt_jit_compile(krt_program *p, kiln_compiled *c) {
+  if (p->shard_state) return atomic_load(&p->ctx->shard_hooks)->compile(p, c);
+  return krt_compile(p, c, true);
+}
+
+static kiln_status krt_jit_run(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out) {
+  if (c->p.shard_state) return atomic_load(&c->p.ctx->shard_hooks)->call(c, args, out);
+  return krt_call_compiled(c, args, out);
+}
+
 static kiln_status krt_build(kiln_jit *j, const kiln_tree *args, krt_entry *e) {
   krt_program p;
-  kiln_status st = krt_trace(j->ctx, j->dev, j->f, &e->key, &p);
-  if (st) return st;
-  if ((st = krt_signature_clone(&e->key, &p.sig))) {
-    krt_program_free(&p);
-    return st;
-  }
-  if ((st = krt_donation_mask(j, args, p.sig.n, &p.donated)) || (st = krt_compile(&p, &e->compiled, true))) {
+  kiln_status st = krt_jit_trace(j, args, &e->key, &p);
+  if (!st) st = krt_jit_compile(&p, &e->compiled);
+  if (st) {
     krt_program_free(&p);
     return st;
   }
@@ -263,13 +317,13 @@ kiln_status kiln_jit_call(kiln_jit *j, const kiln_tree *args, kiln_tree **out) {
   *out = NULL;
   if (!j) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_jit_call: jit is NULL");
   krt_signature sig;
-  kiln_status st = krt_signature_of("kiln_jit_call", args, j->static_key, j->static_key_size, &sig);
+  kiln_status st = krt_jit_signature(j, "kiln_jit_call", args, &sig);
   if (st) return st;
   const kiln_compiled *c = NULL;
   st = krt_lookup(j, args, &sig, &c);
   krt_signature_free(&sig);
   if (st) return kcore_fail_wrap(st, "jit(%s)", j->f->name);
-  return krt_call_compiled(c, args, out);
+  return krt_jit_run(c, args, out);
 }
 
 /* ---- stages ---- */
@@ -281,12 +335,9 @@ kiln_status kiln_jit_lower(kiln_jit *j, const kiln_tree *args, kiln_lowered **ou
   kiln_lowered *l = calloc(1, sizeof *l);
   if (!l) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_jit_lower: out of host memory");
   krt_signature sig;
-  kiln_status st = krt_signature_of("kiln_jit_lower", args, j->static_key, j->static_key_size, &sig);
-  if (!st && (st = krt_trace(j->ctx, j->dev, j->f, &sig, &l->p))) krt_signature_free(&sig);
-  if (!st) {
-    l->p.sig = sig;
-    st = krt_donation_mask(j, args, sig.n, &l->p.donated);
-  }
+  kiln_status st = krt_jit_signature(j, "kiln_jit_lower", args, &sig);
+  if (!st) st = krt_jit_trace(j, args, &sig, &l->p);
+  krt_signature_free(&sig);
   if (!st) st = kir_print(l->p.prog, &l->text);
   if (st) {
     kiln_lowered_free(l);
@@ -312,7 +363,7 @@ kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out) {
                       "(lower again for another executable)");
   kiln_compiled *c = calloc(1, sizeof *c);
   if (!c) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_lowered_compile: out of host memory");
-  kiln_status st = krt_compile(&l->p, c, true);
+  kiln_status st = krt_jit_compile(&l->p, c);
   if (st) {
     free(c);
     return st;
@@ -374,6 +425,9 @@ kiln_status kiln_compiled_call(kiln_compiled *c, const kiln_tree *args, kiln_tre
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is NULL", op);
   *out = NULL;
   if (!c) return kcore_fail(KILN_ERR_ARGUMENT, "%s: compiled is NULL", op);
+  if (c->p.shard_state)
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: this program was lowered for sharded "
+                      "arguments; call it through kiln_jit_call", op);
   krt_signature sig;
   kiln_status st = krt_signature_of(op, args, c->p.sig.static_key, c->p.sig.static_key_size, &sig);
   if (st) return st;

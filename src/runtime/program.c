@@ -9,6 +9,7 @@ void krt_signature_free(krt_signature *s) {
   kiln_treedef_free(s->def);
   free(s->avals);
   free(s->static_key);
+  free(s->layout);
   memset(s, 0, sizeof *s);
 }
 
@@ -17,7 +18,9 @@ kiln_status krt_signature_clone(const krt_signature *in, krt_signature *out) {
   out->def = kiln_treedef_clone(in->def);
   out->avals = malloc((size_t)(in->n ? in->n : 1) * sizeof *out->avals);
   out->static_key = in->static_key_size ? malloc(in->static_key_size) : NULL;
-  if (!out->def || !out->avals || (in->static_key_size && !out->static_key)) {
+  out->layout = in->layout ? kcore_strdup(in->layout) : NULL;
+  if (!out->def || !out->avals || (in->static_key_size && !out->static_key) ||
+      (in->layout && !out->layout)) {
     krt_signature_free(out);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "signature: out of host memory");
   }
@@ -43,8 +46,8 @@ static uint64_t krt_signature_hash(const krt_signature *s) {
  * leaf (eval_shape's ShapeDtypeStruct). */
 static kiln_status krt_leaf_aval(const char *op, const kiln_leaf *l, size_t i, bool allow_avals,
                                  kir_aval *out) {
-  if (l->kind == KILN_LEAF_ARRAY) {
-    kiln_status st = kdev_array_check(op, l->u.array);
+  if (l->kind == KILN_LEAF_ARRAY) { /* sharded: the jit's shard hooks run it */
+    kiln_status st = kdev_array_check_any(op, l->u.array);
     if (st) return kcore_fail_wrap(st, "%s: argument leaf %zu", op, i);
     const kiln_array *a = l->u.array;
     *out = kir_aval_make(a->dtype, a->rank, a->shape, false);
@@ -97,6 +100,8 @@ kiln_status krt_signature_of_avals(const char *op, const kiln_tree *args, krt_si
 }
 
 void krt_program_free(krt_program *p) {
+  /* Before the program: the plan's executables point into it. */
+  if (p->shard_state) atomic_load(&p->ctx->shard_hooks)->state_free(p->shard_state);
   krt_signature_free(&p->sig);
   free(p->donated);
   kir_program_free(p->prog);

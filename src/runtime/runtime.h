@@ -24,6 +24,9 @@ struct kiln_ctx {
   _Atomic(const kir_eval_table *) spmd_evals;
   void *spmd_state;
   void (*spmd_free)(void *state);
+  /* jit over sharded arguments, lent by src/dist with the context's first
+   * mesh or sharding (NULL before: no array can be sharded then). */
+  _Atomic(const struct krt_shard_hooks *) shard_hooks;
 };
 
 /* Logs through the context's level. */
@@ -39,6 +42,7 @@ typedef struct krt_signature {
   kir_aval *avals;
   void *static_key;
   size_t static_key_size;
+  char *layout; /* the leaves' shardings (krt_shard_hooks.layout); NULL: none */
   uint64_t hash;
 } krt_signature;
 
@@ -61,6 +65,7 @@ typedef struct krt_program {
   kiln_treedef *out_def;
   int n_out;
   ktr_host_table *hosts;
+  void *shard_state; /* krt_shard_hooks.prepare's plan: runs through the hooks */
 } krt_program;
 
 struct kiln_lowered {
@@ -114,6 +119,24 @@ kiln_status krt_execute(const kiln_compiled *c, kiln_array *const *args, kiln_ar
 /* The signature of a tree of arrays (leaves must be arrays). */
 kiln_status krt_signature_of(const char *op, const kiln_tree *args, const void *static_key,
                              size_t static_key_size, krt_signature *out);
+
+/* ---- sharded arguments: what src/dist lends the jit (jit_shard*.c) ---- */
+typedef struct krt_shard_hooks {
+  /* The jit's own copy of opts' in/out shardings (*out NULL without any). */
+  kiln_status (*opts_copy)(kiln_ctx *ctx, const kiln_jit_options *o, void **out);
+  void (*opts_free)(void *opts);
+  /* The shardings of a call's leaves as text for the cache key: NULL when
+   * every leaf is an ordinary array on dev and opts is NULL. */
+  kiln_status (*layout)(const void *opts, const kiln_tree *args, kiln_device *dev, char **out);
+  /* After tracing p for a layout: decides how it runs (per shard, or on
+   * dev after moving the arguments), checks the equations for it, and sets
+   * p->shard_state. */
+  kiln_status (*prepare)(const void *opts, const kiln_tree *args, krt_program *p);
+  /* krt_compile for a prepared program (per shard: every device's). */
+  kiln_status (*compile)(krt_program *p, kiln_compiled *c);
+  kiln_status (*call)(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out);
+  void (*state_free)(void *state);
+} krt_shard_hooks;
 /* ==== end of jit ==== */
 
 #endif
