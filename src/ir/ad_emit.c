@@ -17,6 +17,7 @@ static void kir_ad_build(void) {
   kir_shape_batch(&g_rules);
   kir_dot_batch(&g_rules);
   kir_gather_batch(&g_rules);
+  kir_conv_ad(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

@@ -27,6 +27,7 @@ static void kir_reference_build(void) {
   kir_rng_evals(t);
   kir_call_evals(t);
   kir_collective_evals(t);
+  kir_conv_evals(t);
 }
 
 const kir_eval_table *kir_reference_evals(void) {

@@ -133,6 +133,7 @@ typedef enum kir_family {
   KIR_FAMILY_CONTROL,     /* control.c: cond, while, scan, debug_print, host_callback */
   KIR_FAMILY_RNG,         /* rng.c */
   KIR_FAMILY_COLLECTIVE,  /* collective.c: psum, all_gather, ..., shard_map */
+  KIR_FAMILY_CONV,        /* conv.c: conv_general_dilated */
   KIR_NUM_FAMILIES
 } kir_family;
 
@@ -281,6 +282,20 @@ typedef struct kir_p_dot {
   kir_dot_dims dimension_numbers;
   kiln_dtype preferred_element_type;
 } kir_p_dot;
+/* conv_general_dilated (conv.c): JAX's ConvDimensionNumbers, each spec
+ * (batch or out-feature dim, feature or in-feature dim, *spatial dims);
+ * padding holds (lo, hi) pairs, interior always 0. */
+typedef struct kir_conv_dims { kir_dims lhs_spec, rhs_spec, out_spec; } kir_conv_dims;
+typedef struct kir_p_conv {
+  int64_t batch_group_count;
+  kir_conv_dims dimension_numbers;
+  int64_t feature_group_count;
+  kir_sizes lhs_dilation;
+  kir_padding padding;
+  kiln_dtype preferred_element_type;
+  kir_sizes rhs_dilation;
+  kir_sizes window_strides;
+} kir_p_conv;
 /* cond: operands are (index: i32[], *ops); branch k maps ops -> outs. */
 typedef struct kir_p_cond { kir_program_list branches; } kir_p_cond;
 /* while: operands (*cond_consts, *body_consts, *carry); cond_jaxpr maps
@@ -420,7 +435,8 @@ typedef struct kir_p_host_callback {
   X(PSUM_SCATTER, psum_scatter, kir_p_psum_scatter)    \
   X(PPERMUTE, ppermute, kir_p_ppermute)                \
   X(ALL_TO_ALL, all_to_all, kir_p_all_to_all)          \
-  X(SHARD_MAP, shard_map, kir_p_shard_map)
+  X(SHARD_MAP, shard_map, kir_p_shard_map)             \
+  X(CONV, conv, kir_p_conv)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -455,7 +471,9 @@ typedef enum kir_field_type {
   KIR_FIELD_STRING,       /* const char * */
   KIR_FIELD_PROGRAM,      /* kir_program * */
   KIR_FIELD_PROGRAMS,     /* kir_program_list */
-  KIR_FIELD_AVALS         /* kir_aval_list */
+  KIR_FIELD_AVALS,        /* kir_aval_list */
+  KIR_FIELD_CONV_DIMS,    /* kir_conv_dims */
+  KIR_FIELD_PAD_PAIRS     /* kir_padding of (lo, hi) pairs */
 } kir_field_type;
 
 typedef struct kir_field {
@@ -573,6 +591,8 @@ KIR_DECLARE_RULE(kir_rule_ppermute)
 KIR_DECLARE_RULE(kir_rule_all_to_all)
 KIR_DECLARE_RULE(kir_rule_axis_index)
 KIR_DECLARE_RULE(kir_rule_shard_map)
+/* conv.c */
+KIR_DECLARE_RULE(kir_rule_conv_general_dilated)
 #undef KIR_DECLARE_RULE
 
 /* ======================================================================
@@ -800,6 +820,7 @@ void kir_call_evals(kir_eval_table *t);
  * collectives have no evaluator of their own: outside a shard_map body they
  * have no devices to run over. */
 void kir_collective_evals(kir_eval_table *t);
+void kir_conv_evals(kir_eval_table *t);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator
@@ -969,6 +990,7 @@ void kir_reduce_batch(kir_ad_rules *r);
 void kir_shape_batch(kir_ad_rules *r);
 void kir_dot_batch(kir_ad_rules *r);
 void kir_gather_batch(kir_ad_rules *r);
+void kir_conv_ad(kir_ad_rules *r); /* conv_ad.c: jvp, transposes and batching */
 /* The batched gather of params over operand x[0] and indices x[1] (mapped
  * at bd, -1 for neither; op_elem/idx_elem their per-example types); the
  * result is mapped at 0. */

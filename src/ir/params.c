@@ -80,6 +80,11 @@ static const kir_field kir_f_all_to_all[] = {
 static const kir_field kir_f_shard_map[] = {
     F(shard_map, check_rep, BOOL), F(shard_map, in_specs, STRING), F(shard_map, jaxpr, PROGRAM),
     F(shard_map, mesh, STRING), F(shard_map, out_specs, STRING)};
+static const kir_field kir_f_conv[] = {
+    F(conv, batch_group_count, INT),    F(conv, dimension_numbers, CONV_DIMS),
+    F(conv, feature_group_count, INT),  F(conv, lhs_dilation, SIZES),
+    F(conv, padding, PAD_PAIRS),        F(conv, preferred_element_type, OPT_DTYPE),
+    F(conv, rhs_dilation, SIZES),       F(conv, window_strides, SIZES)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -124,6 +129,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_PPERMUTE] = KIR_FIELDS(kir_f_ppermute),
     [KIR_PARAMS_ALL_TO_ALL] = KIR_FIELDS(kir_f_all_to_all),
     [KIR_PARAMS_SHARD_MAP] = KIR_FIELDS(kir_f_shard_map),
+    [KIR_PARAMS_CONV] = KIR_FIELDS(kir_f_conv),
 };
 #undef KIR_FIELDS
 
@@ -165,7 +171,7 @@ static bool kir_dims_run_eq(const kir_dims *a, const kir_dims *b, int count) {
 }
 
 static int kir_dims_run_len(kir_field_type t) {
-  return t == KIR_FIELD_DOT_DIMS ? 4 : 5;
+  return t == KIR_FIELD_DOT_DIMS ? 4 : t == KIR_FIELD_CONV_DIMS ? 3 : 5;
 }
 
 static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_params *b) {
@@ -178,10 +184,12 @@ static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_para
     case KIR_FIELD_DIMS: return kir_dims_eq(CFIELD(a, f, kir_dims), CFIELD(b, f, kir_dims));
     case KIR_FIELD_SIZES: return kir_sizes_eq(CFIELD(a, f, kir_sizes), CFIELD(b, f, kir_sizes));
     case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAD_PAIRS:
       return kir_padding_eq(CFIELD(a, f, kir_padding), CFIELD(b, f, kir_padding));
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
     case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS:
       return kir_dims_run_eq(CFIELD(a, f, kir_dims), CFIELD(b, f, kir_dims),
                              kir_dims_run_len(f->type));
     case KIR_FIELD_OPT_F64: {
@@ -251,7 +259,8 @@ static uint64_t kir_field_hash(const kir_field *f, const kir_params *p, uint64_t
       h = kcore_hash_u64(h, (uint64_t)s->n);
       return kcore_hash_bytes(h, s->v, (size_t)s->n * sizeof s->v[0]);
     }
-    case KIR_FIELD_PADDING: {
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAD_PAIRS: {
       const kir_padding *s = CFIELD(p, f, kir_padding);
       size_t n = (size_t)s->n * sizeof s->lo[0];
       h = kcore_hash_u64(h, (uint64_t)s->n);
@@ -261,7 +270,8 @@ static uint64_t kir_field_hash(const kir_field *f, const kir_params *p, uint64_t
     }
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
-    case KIR_FIELD_SCATTER_DIMS: {
+    case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS: {
       const kir_dims *d = CFIELD(p, f, kir_dims);
       for (int i = 0; i < kir_dims_run_len(f->type); i++) h = kir_dims_hash(&d[i], h);
       return h;
@@ -361,7 +371,8 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
     case KIR_FIELD_DIMS:
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
-    case KIR_FIELD_SCATTER_DIMS: {
+    case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS: {
       kir_dims *d = FIELD(dst, f, kir_dims);
       int count = f->type == KIR_FIELD_DIMS ? 1 : kir_dims_run_len(f->type);
       for (int i = 0; i < count; i++) {
@@ -378,7 +389,8 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
       memset(s->v + s->n, 0, (size_t)(KIR_MAX_RANK - s->n) * sizeof s->v[0]);
       return KILN_OK;
     }
-    case KIR_FIELD_PADDING: {
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAD_PAIRS: {
       kir_padding *s = FIELD(dst, f, kir_padding);
       kiln_status st = kir_count_check(op, f->name, s->n, KIR_MAX_RANK);
       if (st != KILN_OK) return st;
@@ -444,7 +456,9 @@ static size_t kir_field_size(kir_field_type t) {
     case KIR_FIELD_OPT_F64: return sizeof(kir_opt_f64);
     case KIR_FIELD_DIMS: return sizeof(kir_dims);
     case KIR_FIELD_SIZES: return sizeof(kir_sizes);
-    case KIR_FIELD_PADDING: return sizeof(kir_padding);
+    case KIR_FIELD_PADDING:
+    case KIR_FIELD_PAD_PAIRS: return sizeof(kir_padding);
+    case KIR_FIELD_CONV_DIMS: return sizeof(kir_conv_dims);
     case KIR_FIELD_DOT_DIMS: return sizeof(kir_dot_dims);
     case KIR_FIELD_GATHER_DIMS: return sizeof(kir_gather_dims);
     case KIR_FIELD_SCATTER_DIMS: return sizeof(kir_scatter_dims);
