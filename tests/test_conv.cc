@@ -25,7 +25,7 @@ const Case kCases[] = {
     {"nchw", "NCHW", "OIHW", "NCHW"},       {"nhwc", "NHWC", "HWIO", "NHWC"},
     {"lhs_dil", "NCHW", "OIHW", "NCHW"},    {"mixed", "NCHW", "HWIO", "NHWC"},
     {"depthwise", "NHWC", "HWIO", "NHWC"},  {"groups", "NCHW", "OIHW", "NCHW"},
-    {"batch_groups", "NCHW", "OIHW", "NCHW"}};
+    {"batch_groups", "NCHW", "OIHW", "NCHW"}, {"wide", "NHWC", "HWIO", "NHWC"}};
 
 std::vector<int64_t> Ints(const GoldenArray &a) {
   return std::vector<int64_t>(a.v.begin(), a.v.end());
@@ -125,8 +125,8 @@ TEST_P(Conv, JvpAndVjpOfBothOperandsMatchJax) {
     out = Jit(c, v, Tuple({Tuple({In(k, "lhs"), In(k, "rhs")}), In(k, "ct")}));
     ASSERT_NE(out, nullptr) << k.name;
     const kiln_tree *g = kiln_tree_child(out, 1);
-    Near(Values<float>(kiln_tree_child(g, 0)), C(k.name, "vjp_lhs"), std::string(k.name) + " vjp lhs");
-    Near(Values<float>(kiln_tree_child(g, 1)), C(k.name, "vjp_rhs"), std::string(k.name) + " vjp rhs");
+    Near(Values<float>(kiln_tree_child(g, 0)), C(k.name, "vjp_lhs"), k.name + std::string(" lhs"));
+    Near(Values<float>(kiln_tree_child(g, 1)), C(k.name, "vjp_rhs"), k.name + std::string(" rhs"));
     kiln_tree_free(out);
   }
 }
@@ -208,7 +208,8 @@ kiln_tree *CnnLoss(kiln_trace *t, const kiln_tree *a, void *) {
   kiln_val *h = kiln_max(t, Bias(t, kiln_conv(t, x, P(0), one, "SAME"), P(1)), zero);
   h = kiln_max(t, Bias(t, kiln_conv(t, h, P(2), two, "VALID"), P(3)), zero);
   int sp[2] = {1, 2};
-  h = kiln_div(t, kiln_reduce_sum(t, h, 2, sp), F32(t, (double)(kiln_val_shape(h)[1] * kiln_val_shape(h)[2])));
+  double cells = (double)(kiln_val_shape(h)[1] * kiln_val_shape(h)[2]);
+  h = kiln_div(t, kiln_reduce_sum(t, h, 2, sp), F32(t, cells));
   kiln_val *logits = kiln_add(t, kiln_matmul(t, h, P(4)), P(5));
   kiln_val *logp = kiln_log_softmax(t, logits, 1, nullptr);
   kiln_val *hot = kiln_one_hot(t, labels, 3, KILN_F32);

@@ -43,6 +43,9 @@ CASES = [
      (1, 1), (1, 1), 2, 1),
     ("batch_groups", (4, 3, 5, 5), (6, 3, 2, 2), ("NCHW", "OIHW", "NCHW"), (2, 1), ((0, 0), (1, 1)),
      (1, 1), (1, 1), 1, 2),
+    # 9 output features: the f32 im2col + GEMM path (the others run the direct loop)
+    ("wide", (2, 6, 7, 5), (3, 3, 5, 9), ("NHWC", "HWIO", "NHWC"), (2, 1), ((1, 1), (1, 2)),
+     (1, 2), (1, 1), 1, 1),
 ]
 
 
@@ -78,7 +81,7 @@ for c in CASES:
   put(name, "vjp_lhs", gl)
   put(name, "vjp_rhs", gr)
   # vmap: lhs batched at 0, rhs batched at its last axis, both
-  lb, rb = uniform(-1, 1, (3,) + ls), uniform(-1, 1, rs + (3,))
+  lb, rb = uniform(-1, 1, (2,) + ls), uniform(-1, 1, rs + (2,))
   put(name, "lhs_b", lb)
   put(name, "rhs_b", rb)
   put(name, "vmap_lhs", jax.vmap(f, (0, None))(lb, rhs))
@@ -102,9 +105,9 @@ for name in ("nhwc", "depthwise"):
 # mean-pool over space, dense, softmax cross-entropy; grad w.r.t. all params.
 x = uniform(-1, 1, (4, 8, 8, 2))
 labels = np.array([0, 2, 1, 2])
-w1, b1 = uniform(-0.5, 0.5, (3, 3, 2, 4)), uniform(-0.1, 0.1, (4,))
-w2, b2 = uniform(-0.5, 0.5, (3, 3, 4, 6)), uniform(-0.1, 0.1, (6,))
-wd, bd = uniform(-0.5, 0.5, (6, 3)), uniform(-0.1, 0.1, (3,))
+w1, b1 = uniform(-0.5, 0.5, (3, 3, 2, 8)), uniform(-0.1, 0.1, (8,))
+w2, b2 = uniform(-0.5, 0.5, (3, 3, 8, 12)), uniform(-0.1, 0.1, (12,))
+wd, bd = uniform(-0.5, 0.5, (12, 3)), uniform(-0.1, 0.1, (3,))
 for n, v in (("x", x), ("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2), ("wd", wd), ("bd", bd)):
   put("cnn", n, v)
 put("cnn", "labels", labels)
