@@ -2,11 +2,15 @@
 // kiln_conv) under kiln_jit, on the C target and on the reference executor,
 // against JAX (golden/conv.py): values, jvp, vjp w.r.t. both operands, vmap
 // over each operand, grad of vmap, bf16 with preferred f32, a small CNN's
-// gradient, the text form, and bad input.
+// gradient, the text form, bad input; and the CUDA target's im2col copies
+// (kernels/conv.h): compiled by NVRTC, and run on the host against JAX.
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "codegen/codegen.h"
+#include "conv_kernel_host.h"
+#include "cuda_test_support.h"
 #include "ir/ir.h"
 #include "transform_test_util.h"
 
@@ -248,6 +252,47 @@ INSTANTIATE_TEST_SUITE_P(Executors, Conv,
                          [](const auto &info) {
                            return std::string(kiln_executor_name(info.param));
                          });
+
+// ---- the CUDA target's kernels (kernels/conv.h) ----
+
+TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
+  Ctx c;
+  for (const Case &k : kCases) {
+    Spec s(k);
+    Func f(ConvFn, &s, "conv");
+    kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
+    char *text = nullptr;
+    ASSERT_EQ(kiln_make_jaxpr(c.ctx, f.f, args, &text), KILN_OK) << kiln_last_error();
+    kiln_tree_free(args);
+    kir_program *p = nullptr;
+    ASSERT_EQ(kir_parse(text, &p), KILN_OK) << text;
+    free(text);
+    ASSERT_EQ(p->n_eqns, 1) << k.name;
+    const kir_eqn &e = p->eqns[0];
+    const GoldenArray &want = C(k.name, "out");
+    std::vector<float> got(want.v.size());
+    ASSERT_EQ(kct_conv_host_f32(&e.params.conv, kir_var_aval(p, e.in[0]), kir_var_aval(p, e.in[1]),
+                                kir_var_aval(p, e.out[0]), C(k.name, "lhs").v.data(),
+                                C(k.name, "rhs").v.data(), got.data()),
+              0);
+    Near(got, want, k.name);
+    kir_program_free(p);
+  }
+}
+
+TEST(ConvKernels, NvrtcCompilesTheCopiesForEveryWidth) {
+  std::string src = std::string(kcg_embedded_source("prelude.h")) + kcg_embedded_source("conv.h") +
+                    "\nKILN_DEFINE_CONV(b16, kiln_u16)\nKILN_DEFINE_CONV(b32, kiln_u32)\n"
+                    "KILN_DEFINE_CONV(b64, kiln_u64)\n";
+  for (const char *arch : {"-arch=sm_80", "-arch=sm_90"}) {
+    char *code = nullptr;
+    size_t size = 0;
+    EXPECT_EQ(kct_nvrtc_compile("conv", src.c_str(), arch, true, &code, &size), KILN_OK)
+        << arch << ": " << kiln_last_error();
+    EXPECT_GT(size, 0u);
+    free(code);
+  }
+}
 
 // ---- text form and bad input ----
 
