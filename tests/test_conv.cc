@@ -281,9 +281,9 @@ TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
 }
 
 TEST(ConvKernels, NvrtcCompilesTheCopiesForEveryWidth) {
-  std::string src = std::string(kcg_embedded_source("prelude.h")) + kcg_embedded_source("conv.h") +
-                    "\nKILN_DEFINE_CONV(b16, kiln_u16)\nKILN_DEFINE_CONV(b32, kiln_u32)\n"
-                    "KILN_DEFINE_CONV(b64, kiln_u64)\n";
+  std::string src = std::string(kcg_embedded_source("conv.h")) +
+                    "\nKILN_DEFINE_CONV(b16, unsigned short)\nKILN_DEFINE_CONV(b32, unsigned)\n"
+                    "KILN_DEFINE_CONV(b64, unsigned long long)\n";
   for (const char *arch : {"-arch=sm_80", "-arch=sm_90"}) {
     char *code = nullptr;
     size_t size = 0;

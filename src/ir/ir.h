@@ -821,6 +821,11 @@ void kir_call_evals(kir_eval_table *t);
  * have no devices to run over. */
 void kir_collective_evals(kir_eval_table *t);
 void kir_conv_evals(kir_eval_table *t);
+/* A convolution's sizes and strides in the form of kernels/conv.h (which
+ * defines the struct), for the C evaluator and the CUDA target's copies. */
+struct kiln_conv_geom;
+void kir_conv_geom_fill(const kir_p_conv *c, const kir_aval *lhs, const kir_aval *rhs,
+                        const kir_aval *out, struct kiln_conv_geom *g);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator
