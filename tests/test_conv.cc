@@ -247,6 +247,62 @@ TEST_P(Conv, CnnGradientMatchesJax) {
   kiln_tree_free(out);
 }
 
+// ---- jax.checkpoint: dots_saveable keeps convolution results ----
+
+// sin(conv(sin(x), w)), NHWC/HWIO, SAME
+kiln_tree *Block(kiln_trace *t, const kiln_tree *a, void *) {
+  int64_t one[2] = {1, 1};
+  kiln_val *y = kiln_conv(t, kiln_sin(t, ArgVal(a, 0)), ArgVal(a, 1), one, "SAME");
+  return kiln_tree_val(kiln_sin(t, y));
+}
+// sum(b(b(x, w), w)), b the (checkpointed) block in user
+kiln_tree *TwoBlocks(kiln_trace *t, const kiln_tree *a, void *u) {
+  const kiln_func *b = (const kiln_func *)u;
+  kiln_val *h = ArgVal(a, 0), *w = ArgVal(a, 1);
+  for (int i = 0; i < 2 && h; i++) {
+    kiln_tree *args = Tuple({kiln_tree_val(h), kiln_tree_val(w)});
+    kiln_tree *out = kiln_call(t, b, args);
+    kiln_tree_free(args);
+    h = out ? kiln_tree_leaf_get(out)->u.val : nullptr;
+    kiln_tree_free(out);
+  }
+  return kiln_tree_val(SumAll(t, h));
+}
+
+TEST_P(Conv, CheckpointPoliciesSaveWhatJaxSaves) {
+  Func block(Block, nullptr, "block");
+  struct {
+    const char *name;
+    int policy;  // -1: no checkpoint
+  } runs[] = {{"none", -1},
+              {"nothing", KILN_REMAT_NOTHING_SAVEABLE},
+              {"dots", KILN_REMAT_DOTS_SAVEABLE}};
+  for (auto &r : runs) {
+    SCOPED_TRACE(r.name);
+    kiln_func *ck = nullptr;
+    if (r.policy >= 0) {
+      ASSERT_EQ(kiln_checkpoint(block.f, (kiln_remat_policy)r.policy, &ck), KILN_OK);
+    }
+    Func ckf(ck);
+    Func net(TwoBlocks, ck ? ck : block.f, "net");
+    kiln_func *sr = nullptr, *g = nullptr;
+    ASSERT_EQ(kiln_saved_residuals(net.f, &sr), KILN_OK);
+    Func srf(sr);
+    auto args = [&] { return Tuple({Leaf(c.dev, C("remat", "x")), Leaf(c.dev, C("remat", "w"))}); };
+    kiln_tree *out = Jit(c, sr, args());
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(kiln_tree_num_children(out), (size_t)C("remat", r.name).v[0]);
+    kiln_tree_free(out);
+    int argnum = 1;
+    ASSERT_EQ(kiln_grad(net.f, &argnum, 1, 0, &g), KILN_OK);
+    Func gf(g);
+    out = Jit(c, g, args());
+    ASSERT_NE(out, nullptr);
+    Near(Values<float>(out), C("remat", std::string("grad_") + r.name), r.name);
+    kiln_tree_free(out);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, Conv,
                          ::testing::Values(KILN_EXECUTOR_FUSED, KILN_EXECUTOR_REFERENCE),
                          [](const auto &info) {

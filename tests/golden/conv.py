@@ -5,7 +5,8 @@ feature_group_count including depthwise, batch_group_count), their jvp at a
 random tangent, vjp at a random cotangent (w.r.t. both operands), vmap over
 each operand and over both, and bf16 operands with preferred f32; then the
 gradient of a small CNN (conv, relu, mean-pool, dense, softmax
-cross-entropy). f32 unless named.
+cross-entropy), and the residuals jax.checkpoint's policies save. f32
+unless named.
 
     python3 tests/golden/conv.py   # writes conv.txt beside it
 
@@ -15,10 +16,14 @@ records its parameters as lines (strides, padding as lo,hi pairs, lhs_dil,
 rhs_dil, groups = feature_group_count, batch_group_count) so the test
 builds the same call.
 """
+import contextlib
+import io
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.ad_checkpoint import print_saved_residuals
 
 from f32_lines import F32Lines
 
@@ -129,5 +134,27 @@ loss, grads = jax.jit(jax.value_and_grad(cnn_loss))(params, x)
 put("cnn", "loss", loss)
 for n, g in zip(("w1", "b1", "w2", "b2", "wd", "bd"), grads):
   put("cnn", "g" + n, g)
+
+# jax.checkpoint of two conv blocks: dots_saveable keeps the convolutions'
+# results (counts of print_saved_residuals' lines per policy)
+rx, rw = uniform(-1, 1, (2, 4, 4, 2)), uniform(-1, 1, (3, 3, 2, 2))
+put("remat", "x", rx)
+put("remat", "w", rw)
+
+
+def block(x, w):
+  dn = ("NHWC", "HWIO", "NHWC")
+  return jnp.sin(lax.conv_general_dilated(jnp.sin(x), w, (1, 1), "SAME", dimension_numbers=dn))
+
+
+pol = jax.checkpoint_policies
+for name, p in (("none", None), ("nothing", pol.nothing_saveable), ("dots", pol.dots_saveable)):
+  b = block if p is None else jax.checkpoint(block, policy=p)
+  f = lambda x, w, b=b: jnp.sum(b(b(x, w), w))
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    print_saved_residuals(f, rx, rw)
+  put("remat", name, np.float32(len(out.getvalue().strip().splitlines())))
+  put("remat", "grad_" + name, jax.grad(f, (0, 1))(rx, rw)[1])
 
 gold.write(__file__, jax.__version__)
