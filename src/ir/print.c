@@ -331,7 +331,8 @@ static void kir_put_field(kir_sb *s, const kir_printer *pr, const kir_field *f,
       kir_put_named_dims(s, "GatherDimensionNumbers", 5, kir_gather_dim_names, PF(p, f, kir_dims));
       break;
     case KIR_FIELD_SCATTER_DIMS:
-      kir_put_named_dims(s, "ScatterDimensionNumbers", 5, kir_scatter_dim_names, PF(p, f, kir_dims));
+      kir_put_named_dims(s, "ScatterDimensionNumbers", 5, kir_scatter_dim_names,
+                         PF(p, f, kir_dims));
       break;
     case KIR_FIELD_OPT_F64: {
       const kir_opt_f64 *x = PF(p, f, kir_opt_f64);
