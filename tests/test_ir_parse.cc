@@ -285,7 +285,7 @@ class Gen {
     kir_vid x = AnyVar(s);
     const kir_aval t = Type(s, x);
     kir_params par = Zero();
-    switch (Int(0, 11)) {
+    switch (Int(0, 12)) {
       case 0: {  // broadcast_in_dim: a new leading axis
         if (t.rank >= 6) break;
         int64_t shape[KIR_MAX_RANK];
@@ -424,6 +424,27 @@ class Gen {
         kir_vid u = VarIn(s, KIR_DT_UINT);
         if (u == KIR_NO_VAR || Type(s, u).dtype != KILN_U32) u = Literal(s.p, KILN_U32, false);
         Add(s, KIR_PRIM_THREEFRY2X32, nullptr, {k1, k2, u, Coin() ? u : k1});
+        break;
+      }
+      case 11: {  // conv_general_dilated of x with itself (features match)
+        kir_vid m = VarIn(s, KIR_DT_FLOAT, 2);
+        if (m == KIR_NO_VAR) break;
+        const kir_aval mt = Type(s, m);
+        kir_p_conv &c = par.conv;
+        std::vector<int> spec;
+        for (int i = 0; i < mt.rank; i++) spec.push_back(i);
+        c.dimension_numbers = {Dims(spec), Dims(spec), Dims(spec)};
+        int n_sp = mt.rank - 2;
+        int64_t one[KIR_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1}, st[KIR_MAX_RANK];
+        for (int i = 0; i < n_sp; i++) st[i] = Int(1, 2);
+        c.window_strides = Sizes(st, n_sp);
+        c.lhs_dilation = Sizes(one, n_sp);
+        c.rhs_dilation = Sizes(one, n_sp);
+        c.padding.n = n_sp;
+        for (int i = 0; i < n_sp; i++) c.padding.lo[i] = Int(0, 1), c.padding.hi[i] = Int(0, 1);
+        c.feature_group_count = c.batch_group_count = 1;
+        c.preferred_element_type = Coin(0.7) ? KILN_INVALID_DTYPE : mt.dtype;
+        Add(s, KIR_PRIM_CONV_GENERAL_DILATED, &par, {m, m});
         break;
       }
       default: {  // dot_general: x with itself, contracting the last axis

@@ -196,6 +196,29 @@ kiln_val *kiln_dot_general(kiln_trace *t, kiln_val *a, kiln_val *b, const kiln_d
                            kiln_dtype preferred /* KILN_INVALID_DTYPE: default */);
 kiln_val *kiln_matmul(kiln_trace *t, kiln_val *a, kiln_val *b);
 
+/* ---- convolution (lax.conv_general_dilated) ---- */
+/* Zero-initialised fields take JAX's defaults. Arrays have one entry per
+ * spatial dimension (operand rank - 2); padding holds (lo, hi) pairs. Specs
+ * are JAX's strings: "NCHW"/"OIHW"/"NCHW" or "NHWC"/"HWIO"/"NHWC" (any
+ * letters for spatial dims; NULL: batch/feature first, then spatial). The
+ * operands must have one dtype, as lax's. */
+typedef struct kiln_conv_params {
+  const int64_t *window_strides;     /* NULL: 1 */
+  const int64_t *padding;            /* 2 per spatial dim; NULL: 0 */
+  const int64_t *lhs_dilation;       /* NULL: 1 */
+  const int64_t *rhs_dilation;       /* NULL: 1 */
+  const char *lhs_spec, *rhs_spec, *out_spec;
+  int64_t feature_group_count;       /* 0: 1 */
+  int64_t batch_group_count;         /* 0: 1 */
+  kiln_dtype preferred_element_type; /* KILN_INVALID_DTYPE: the operands' */
+} kiln_conv_params;
+kiln_val *kiln_conv_general_dilated(kiln_trace *t, kiln_val *lhs, kiln_val *rhs,
+                                    const kiln_conv_params *params);
+/* NHWC input, HWIO kernel, NHWC result; padding "SAME" or "VALID" (as
+ * jax.lax.conv_general_dilated's padding strings); strides NULL: 1. */
+kiln_val *kiln_conv(kiln_trace *t, kiln_val *x, kiln_val *w, const int64_t *strides,
+                    const char *padding);
+
 /* ---- control flow: branches and bodies are kiln_funcs over pytrees ---- */
 /* lax.switch: index (int32, clamped) picks a branch; all branches must give
  * the same output structure and types. cond is switch with a bool. */

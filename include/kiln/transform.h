@@ -78,7 +78,7 @@ kiln_status kiln_custom_vjp(const kiln_func *f, const kiln_func *fwd, const kiln
  * pass of a checkpointed function rather than recompute it. */
 typedef enum kiln_remat_policy {
   KILN_REMAT_NOTHING_SAVEABLE = 0, /* recompute everything (the default) */
-  KILN_REMAT_DOTS_SAVEABLE = 1,    /* keep dot_general results */
+  KILN_REMAT_DOTS_SAVEABLE = 1,    /* keep dot_general and convolution results */
   KILN_REMAT_EVERYTHING_SAVEABLE = 2 /* keep everything: no rematerialization */
 } kiln_remat_policy;
 /* jax.checkpoint (remat): f, whose reverse-mode derivative recomputes f's

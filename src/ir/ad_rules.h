@@ -60,6 +60,7 @@ void kir_reduce_batch(kir_ad_rules *r);
 void kir_shape_batch(kir_ad_rules *r);
 void kir_dot_batch(kir_ad_rules *r);
 void kir_gather_batch(kir_ad_rules *r);
+void kir_conv_ad(kir_ad_rules *r); /* conv_ad.c: jvp, transposes and batching */
 void kir_window_ad(kir_ad_rules *r);    /* window_ad.c */
 void kir_window_batch(kir_ad_rules *r); /* window_batch.c */
 /* The batched gather of params over operand x[0] and indices x[1] (mapped

@@ -31,6 +31,7 @@ static void kir_reference_build(void) {
   kir_topk_evals(t);
   kir_cumlogsumexp_evals(t);
   kir_barrier_evals(t);
+  kir_conv_evals(t);
 }
 
 const kir_eval_table *kir_reference_evals(void) {

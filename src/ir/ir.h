@@ -133,6 +133,7 @@ typedef enum kir_family {
   KIR_FAMILY_CONTROL,     /* control.c: cond, while, scan, debug_print, host_callback */
   KIR_FAMILY_RNG,         /* rng.c */
   KIR_FAMILY_COLLECTIVE,  /* collective.c: psum, all_gather, ..., shard_map */
+  KIR_FAMILY_CONV,        /* conv.c: conv_general_dilated */
   KIR_FAMILY_WINDOW,      /* window.c: reduce_window_*, select_and_{gather,scatter}_add */
   KIR_NUM_FAMILIES
 } kir_family;
@@ -398,6 +399,12 @@ void kir_call_evals(kir_eval_table *t);
  * have no devices to run over. */
 void kir_collective_evals(kir_eval_table *t);
 void kir_window_evals(kir_eval_table *t); /* window_eval.c */
+void kir_conv_evals(kir_eval_table *t);
+/* A convolution's sizes and strides in the form of kernels/conv.h (which
+ * defines the struct), for the C evaluator and the CUDA target's copies. */
+struct kiln_conv_geom;
+void kir_conv_geom_fill(const kir_p_conv *c, const kir_aval *lhs, const kir_aval *rhs,
+                        const kir_aval *out, struct kiln_conv_geom *g);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator

@@ -95,6 +95,11 @@ static const kir_field kir_f_select_scatter[] = {
     F(select_scatter, padding, PAIRS), F(select_scatter, select_prim, PRIM),
     F(select_scatter, window_dimensions, SIZES), F(select_scatter, window_strides, SIZES)};
 static const kir_field kir_f_device_put[] = {F(device_put, mesh, STRING), F(device_put, spec, STRING)};
+static const kir_field kir_f_conv[] = {
+    F(conv, batch_group_count, INT),    F(conv, dimension_numbers, CONV_DIMS),
+    F(conv, feature_group_count, INT),  F(conv, lhs_dilation, SIZES),
+    F(conv, padding, PAIRS),        F(conv, preferred_element_type, OPT_DTYPE),
+    F(conv, rhs_dilation, SIZES),       F(conv, window_strides, SIZES)};
 #undef F
 
 typedef struct kir_kind_fields {
@@ -146,6 +151,7 @@ static const kir_kind_fields kir_kinds[KIR_NUM_PARAM_KINDS] = {
     [KIR_PARAMS_SELECT_SCATTER] = KIR_FIELDS(kir_f_select_scatter),
     [KIR_PARAMS_TOP_K] = KIR_FIELDS(kir_f_top_k),
     [KIR_PARAMS_DEVICE_PUT] = KIR_FIELDS(kir_f_device_put),
+    [KIR_PARAMS_CONV] = KIR_FIELDS(kir_f_conv),
 };
 #undef KIR_FIELDS
 
@@ -187,7 +193,7 @@ static bool kir_dims_run_eq(const kir_dims *a, const kir_dims *b, int count) {
 }
 
 static int kir_dims_run_len(kir_field_type t) {
-  return t == KIR_FIELD_DOT_DIMS ? 4 : 5;
+  return t == KIR_FIELD_DOT_DIMS ? 4 : t == KIR_FIELD_CONV_DIMS ? 3 : 5;
 }
 
 static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_params *b) {
@@ -206,6 +212,7 @@ static bool kir_field_eq(const kir_field *f, const kir_params *a, const kir_para
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
     case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS:
       return kir_dims_run_eq(CFIELD(a, f, kir_dims), CFIELD(b, f, kir_dims),
                              kir_dims_run_len(f->type));
     case KIR_FIELD_OPT_F64: {
@@ -287,7 +294,8 @@ static uint64_t kir_field_hash(const kir_field *f, const kir_params *p, uint64_t
     }
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
-    case KIR_FIELD_SCATTER_DIMS: {
+    case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS: {
       const kir_dims *d = CFIELD(p, f, kir_dims);
       for (int i = 0; i < kir_dims_run_len(f->type); i++) h = kir_dims_hash(&d[i], h);
       return h;
@@ -388,7 +396,8 @@ static kiln_status kir_field_import(kir_program *p, const char *op, const kir_fi
     case KIR_FIELD_DIMS:
     case KIR_FIELD_DOT_DIMS:
     case KIR_FIELD_GATHER_DIMS:
-    case KIR_FIELD_SCATTER_DIMS: {
+    case KIR_FIELD_SCATTER_DIMS:
+    case KIR_FIELD_CONV_DIMS: {
       kir_dims *d = FIELD(dst, f, kir_dims);
       int count = f->type == KIR_FIELD_DIMS ? 1 : kir_dims_run_len(f->type);
       for (int i = 0; i < count; i++) {
@@ -475,6 +484,7 @@ static size_t kir_field_size(kir_field_type t) {
     case KIR_FIELD_SIZES: return sizeof(kir_sizes);
     case KIR_FIELD_PADDING:
     case KIR_FIELD_PAIRS: return sizeof(kir_padding);
+    case KIR_FIELD_CONV_DIMS: return sizeof(kir_conv_dims);
     case KIR_FIELD_DOT_DIMS: return sizeof(kir_dot_dims);
     case KIR_FIELD_GATHER_DIMS: return sizeof(kir_gather_dims);
     case KIR_FIELD_SCATTER_DIMS: return sizeof(kir_scatter_dims);

@@ -136,6 +136,20 @@ typedef struct kir_p_dot {
   kir_dot_dims dimension_numbers;
   kiln_dtype preferred_element_type;
 } kir_p_dot;
+/* conv_general_dilated (conv.c): JAX's ConvDimensionNumbers, each spec
+ * (batch or out-feature dim, feature or in-feature dim, *spatial dims);
+ * padding holds (lo, hi) pairs, interior always 0. */
+typedef struct kir_conv_dims { kir_dims lhs_spec, rhs_spec, out_spec; } kir_conv_dims;
+typedef struct kir_p_conv {
+  int64_t batch_group_count;
+  kir_conv_dims dimension_numbers;
+  int64_t feature_group_count;
+  kir_sizes lhs_dilation;
+  kir_padding padding;
+  kiln_dtype preferred_element_type;
+  kir_sizes rhs_dilation;
+  kir_sizes window_strides;
+} kir_p_conv;
 /* cond: operands are (index: i32[], *ops); branch k maps ops -> outs. */
 typedef struct kir_p_cond { kir_program_list branches; } kir_p_cond;
 /* while: operands (*cond_consts, *body_consts, *carry); cond_jaxpr maps
@@ -298,7 +312,8 @@ typedef struct kir_p_host_callback {
   X(SELECT_GATHER, select_gather, kir_p_window)      \
   X(SELECT_SCATTER, select_scatter, kir_p_window)    \
   X(TOP_K, top_k, kir_p_top_k)                      \
-  X(DEVICE_PUT, device_put, kir_p_device_put)
+  X(DEVICE_PUT, device_put, kir_p_device_put)       \
+  X(CONV, conv, kir_p_conv)
 
 typedef enum kir_param_kind {
 #define KIR_KIND_ENUM(KIND, member, type) KIR_PARAMS_##KIND,
@@ -335,7 +350,8 @@ typedef enum kir_field_type {
   KIR_FIELD_PROGRAMS,     /* kir_program_list */
   KIR_FIELD_AVALS,        /* kir_aval_list */
   KIR_FIELD_PAIRS,        /* kir_padding printed as (lo, hi) pairs, interior 0 */
-  KIR_FIELD_PRIM          /* int64_t holding a kir_prim, printed by name */
+  KIR_FIELD_PRIM,         /* int64_t holding a kir_prim, printed by name */
+  KIR_FIELD_CONV_DIMS     /* kir_conv_dims */
 } kir_field_type;
 
 typedef struct kir_field {

@@ -79,11 +79,11 @@ static kiln_status kir_parse_dot_dims(kir_parser *ps, kir_dot_dims *d) {
   return st == KILN_OK ? kir_expect(ps, ')', NULL) : st;
 }
 
-static kiln_status kir_parse_named_dims(kir_parser *ps, const char *type,
+static kiln_status kir_parse_named_dims(kir_parser *ps, const char *type, int n,
                                         const char *const *names, kir_dims *d) {
   kiln_status st = kir_expect_word(ps, type);
   if (st == KILN_OK) st = kir_expect(ps, '(', NULL);
-  for (int i = 0; i < 5 && st == KILN_OK; i++) {
+  for (int i = 0; i < n && st == KILN_OK; i++) {
     if (i) st = kir_expect(ps, ',', NULL);
     if (st == KILN_OK) st = kir_expect_word(ps, names[i]);
     if (st == KILN_OK) st = kir_expect(ps, '=', NULL);
@@ -98,6 +98,7 @@ static const char *const kir_gather_names[5] = {
 static const char *const kir_scatter_names[5] = {
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "operand_batching_dims", "scatter_indices_batching_dims"};
+static const char *const kir_conv_names[3] = {"lhs_spec", "rhs_spec", "out_spec"};
 
 static kiln_status kir_parse_mode(kir_parser *ps, kir_gather_mode *m) {
   static const char *const modes[3] = {"CLIP", "FILL_OR_DROP", "PROMISE_IN_BOUNDS"};
@@ -255,6 +256,9 @@ static kiln_status kir_parse_field(kir_ctx *c, const kir_field *f, kir_params *p
     case KIR_FIELD_SIZES: return kir_parse_sizes(ps, PV(p, f, kir_sizes));
     case KIR_FIELD_PADDING: return kir_parse_padding(ps, 3, PV(p, f, kir_padding));
     case KIR_FIELD_PAIRS: return kir_parse_padding(ps, 2, PV(p, f, kir_padding));
+    case KIR_FIELD_CONV_DIMS:
+      return kir_parse_named_dims(ps, "ConvDimensionNumbers", 3, kir_conv_names,
+                                  PV(p, f, kir_dims));
     case KIR_FIELD_PRIM: {
       size_t len;
       const char *w = kir_ident(ps, &len);
@@ -266,10 +270,10 @@ static kiln_status kir_parse_field(kir_ctx *c, const kir_field *f, kir_params *p
     }
     case KIR_FIELD_DOT_DIMS: return kir_parse_dot_dims(ps, PV(p, f, kir_dot_dims));
     case KIR_FIELD_GATHER_DIMS:
-      return kir_parse_named_dims(ps, "GatherDimensionNumbers", kir_gather_names,
+      return kir_parse_named_dims(ps, "GatherDimensionNumbers", 5, kir_gather_names,
                                   PV(p, f, kir_dims));
     case KIR_FIELD_SCATTER_DIMS:
-      return kir_parse_named_dims(ps, "ScatterDimensionNumbers", kir_scatter_names,
+      return kir_parse_named_dims(ps, "ScatterDimensionNumbers", 5, kir_scatter_names,
                                   PV(p, f, kir_dims));
     case KIR_FIELD_OPT_F64: {
       kir_opt_f64 *x = PV(p, f, kir_opt_f64);

@@ -209,10 +209,10 @@ static void kir_put_dims_list(kir_sb *s, const kir_dims *d) {
   kir_sb_puts(s, "]");
 }
 
-static void kir_put_named_dims(kir_sb *s, const char *type, const char *const *names,
+static void kir_put_named_dims(kir_sb *s, const char *type, int n, const char *const *names,
                                const kir_dims *d) {
   kir_sb_printf(s, "%s(", type);
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < n; i++) {
     kir_sb_printf(s, "%s%s=", i ? ", " : "", names[i]);
     kir_put_dims(s, &d[i]);
   }
@@ -225,6 +225,7 @@ static const char *const kir_gather_dim_names[5] = {
 static const char *const kir_scatter_dim_names[5] = {
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
     "operand_batching_dims", "scatter_indices_batching_dims"};
+static const char *const kir_conv_dim_names[3] = {"lhs_spec", "rhs_spec", "out_spec"};
 static const char *const kir_mode_names[3] = {"GatherScatterMode.CLIP",
                                               "GatherScatterMode.FILL_OR_DROP",
                                               "GatherScatterMode.PROMISE_IN_BOUNDS"};
@@ -306,6 +307,9 @@ static void kir_put_field(kir_sb *s, const kir_printer *pr, const kir_field *f,
       kir_sb_puts(s, c->n == 1 ? ",)" : ")");
       break;
     }
+    case KIR_FIELD_CONV_DIMS:
+      kir_put_named_dims(s, "ConvDimensionNumbers", 3, kir_conv_dim_names, PF(p, f, kir_dims));
+      break;
     case KIR_FIELD_DOT_DIMS: {
       const kir_dot_dims *d = PF(p, f, kir_dot_dims);
       kir_sb_puts(s, "((");
@@ -320,10 +324,11 @@ static void kir_put_field(kir_sb *s, const kir_printer *pr, const kir_field *f,
       break;
     }
     case KIR_FIELD_GATHER_DIMS:
-      kir_put_named_dims(s, "GatherDimensionNumbers", kir_gather_dim_names, PF(p, f, kir_dims));
+      kir_put_named_dims(s, "GatherDimensionNumbers", 5, kir_gather_dim_names, PF(p, f, kir_dims));
       break;
     case KIR_FIELD_SCATTER_DIMS:
-      kir_put_named_dims(s, "ScatterDimensionNumbers", kir_scatter_dim_names, PF(p, f, kir_dims));
+      kir_put_named_dims(s, "ScatterDimensionNumbers", 5, kir_scatter_dim_names,
+                         PF(p, f, kir_dims));
       break;
     case KIR_FIELD_OPT_F64: {
       const kir_opt_f64 *x = PF(p, f, kir_opt_f64);

@@ -134,6 +134,8 @@ KIR_DECLARE_RULE(kir_rule_all_to_all)
 KIR_DECLARE_RULE(kir_rule_axis_index)
 KIR_DECLARE_RULE(kir_rule_shard_map)
 KIR_DECLARE_RULE(kir_rule_device_put)
+/* conv.c */
+KIR_DECLARE_RULE(kir_rule_conv_general_dilated)
 /* window.c */
 KIR_DECLARE_RULE(kir_rule_reduce_window)
 KIR_DECLARE_RULE(kir_rule_select_and_gather_add)

@@ -49,14 +49,16 @@ kiln_status ktf_jvp_checkpoint(const char *op, kir_program *dst, const kir_eqn *
     for (int k = 0; k < q->n_in; k++) lin_eqn[i] |= lin[q->in[k]];
     for (int j = 0; lin_eqn[i] && j < q->n_out; j++) lin[q->out[j]] = true;
   }
-  /* the saved values: the known dot results the tangent part needs */
+  /* the saved values: the known dot and convolution results (JAX's
+   * dots_saveable) the tangent part needs */
   int n_saved = 0, nto = st ? 0 : J->n_outvars - no;
   kir_vid *saved = v, *rin = v + nv;
   if (!st && c->policy == KIR_REMAT_DOTS_SAVEABLE) {
     ktf_mark_live(J, nto, J->outvars + no, NULL, rlive);
     for (int i = 0; i < J->n_eqns; i++) {
       const kir_eqn *q = &J->eqns[i];
-      if (lin_eqn[i] || q->prim != KIR_PRIM_DOT_GENERAL || !rlive[q->out[0]]) continue;
+      bool dot = q->prim == KIR_PRIM_DOT_GENERAL || q->prim == KIR_PRIM_CONV_GENERAL_DILATED;
+      if (lin_eqn[i] || !dot || !rlive[q->out[0]]) continue;
       saved_eqn[i] = true;
       saved[n_saved++] = q->out[0];
     }

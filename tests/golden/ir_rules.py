@@ -32,6 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax._src import ad_util  # noqa: E402
 from jax._src.lax import control_flow as CF  # noqa: E402
+from jax._src.lax import convolution as CV  # noqa: E402
 from jax._src.lax import lax as L  # noqa: E402
 from jax._src.lax import slicing as S  # noqa: E402
 from jax._src.lax import special as SP  # noqa: E402
@@ -84,6 +85,10 @@ class Padding(tuple):
     """padding_config: (lo, hi, interior) triples."""
 
 
+class ConvDims(tuple):
+    """ConvDimensionNumbers: (lhs_spec, rhs_spec, out_spec)."""
+
+
 def tup(v):
     return "(" + ", ".join(str(x) for x in v) + ("," if len(v) == 1 else "") + ")"
 
@@ -111,6 +116,9 @@ def kiln_value(v):
         (lc, rc), (lb, rb) = v
         lst = lambda x: "[" + ", ".join(str(i) for i in x) + "]"  # noqa: E731
         return f"(({lst(lc)}, {lst(rc)}), ({lst(lb)}, {lst(rb)}))"
+    if isinstance(v, ConvDims):
+        return "ConvDimensionNumbers(" + ", ".join(
+            f"{n}={tup(d)}" for n, d in zip(("lhs_spec", "rhs_spec", "out_spec"), v)) + ")"
     if isinstance(v, Padding):
         return "(" + ", ".join(tup(t) for t in v) + ("," if len(v) == 1 else "") + ")"
     if v is None:
@@ -131,6 +139,8 @@ def jax_value(v):
         return S.ScatterDimensionNumbers(**dict(zip(SNAMES, v)))
     if isinstance(v, DotDims):
         return tuple(tuple(tuple(x) for x in pair) for pair in v)
+    if isinstance(v, ConvDims):
+        return CV.ConvDimensionNumbers(*v)
     return v
 
 
@@ -140,7 +150,7 @@ def prim_of(name):
         return getattr(S, name.replace("-", "_") + "_p")
     if name == "stop_gradient":
         return ad_util.stop_gradient_p
-    for mod in (L, S, SP, CF, TF):
+    for mod in (L, S, SP, CF, TF, CV):
         p = getattr(mod, name + "_p", None)
         if p is not None:
             return p
@@ -159,6 +169,7 @@ EXTRA = {
     "broadcast_in_dim": {"sharding": None},
     "convert_element_type": {"sharding": None},
     "dot_general": {"precision": None, "out_sharding": None},
+    "conv_general_dilated": {"precision": None, "out_sharding": None},
     "scatter-add": {"update_jaxpr": None, "update_consts": ()},
     "scatter": {"update_jaxpr": None, "update_consts": ()},
     "scatter-mul": {"update_jaxpr": None, "update_consts": ()},
@@ -482,6 +493,30 @@ case("dot_general", "f32[4,3] f32[3,5]", dimension_numbers=DotDims([((1,), (0,))
      preferred_element_type=None)
 case("dot_general", "f32[4,3] f32[3,5]", dimension_numbers=MM,
      preferred_element_type=Dtype("float16"))
+
+# ---- convolution: padding (lo, hi) pairs print as a Padding of pairs ----
+NCHW = ConvDims([(0, 1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3)])
+NHWC = ConvDims([(0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)])
+
+
+def conv(ins, dn=NCHW, strides=(1, 1), pad=((0, 0), (0, 0)), ld=(1, 1), rd=(1, 1), fg=1, bg=1,
+         pref=None):
+    case("conv_general_dilated", ins, window_strides=strides, padding=Padding(pad),
+         lhs_dilation=ld, rhs_dilation=rd, dimension_numbers=dn, feature_group_count=fg,
+         batch_group_count=bg, preferred_element_type=pref)
+
+
+conv("f32[2,3,7,6] f32[4,3,3,2]", strides=(2, 1), pad=((1, 2), (0, -1)), ld=(1, 2), rd=(2, 1))
+conv("f32[2,7,6,3] f32[3,2,3,4]", dn=NHWC, pad=((1, 1), (1, 1)))
+conv("bf16[2,4,5,5] bf16[8,2,3,3]", fg=2, pref=Dtype("float32"))
+conv("f32[4,3,5,5] f32[6,3,2,2]", bg=2)
+conv("i8[2,3,5,5] i8[4,3,3,3]", pref=Dtype("int32"))
+conv("f32[2,3,5,5] f32[4,2,3,3]")  # feature counts differ
+conv("f32[2,6,5,5] f32[4,2,3,3]", fg=4)  # groups do not divide the features
+conv("f32[3,2,5,5] f32[4,2,3,3]", bg=2)  # nor the batch
+conv("f32[2,3,5,5] f16[4,3,3,3]")  # dtypes differ
+conv("f32[2,3,5,5] f32[4,3,3,3]", pad=((-4, -4), (0, 0)))  # negative size
+conv("f32[2,3,5,5] f32[4,3,3,3]", pref=Dtype("float16"))  # narrowing
 
 # ---- rng ----
 case("threefry2x32", "u32[] u32[] u32[3] u32[3]")
