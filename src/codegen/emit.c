@@ -36,6 +36,12 @@ int64_t kcg_items(const kcg_ctx *c) {
   return kir_aval_size(kcg_out_aval(c, 0));
 }
 
+int64_t kcg_pow2_at_least(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
 /* The operand shape of the group's reductions, [rows..., row_length]. */
 void kcg_row_shape(const kcg_ctx *c, int *rank, int64_t *shape) {
   for (int i = 0; i < c->g->n_eqns; i++) {
@@ -329,6 +335,8 @@ static kiln_status kcg_assemble(kcg_ctx *c, kcg_body *b, kcg_kernel *out) {
   out->row_length = b->row_length;
   out->block_threads = b->block_threads;
   out->items_per_block = b->items_per_block;
+  out->split = b->split > 1 ? b->split : 1;
+  out->scratch_bytes = b->scratch_bytes;
   return KILN_OK;
 }
 
