@@ -29,9 +29,10 @@
  * The C source is C11 for the host compiler (kcpu_cc), self-contained too.
  *
  * A kernel with scratch_bytes > 0 also takes args.ptr[n_args]: that many
- * bytes, 16-byte aligned, zero before its first call; every complete call
- * leaves them zero again (its counters reset themselves), so one buffer
- * serves all calls that run one after another (not concurrent ones).
+ * bytes, 16-byte aligned, zero before its first call. They hold counters
+ * and partial results; every complete call leaves the counters zero again,
+ * so one buffer serves all calls that run one after another (not
+ * concurrent ones).
  *
  * What the group must look like (else KILN_ERR_UNIMPLEMENTED, or
  * KILN_ERR_ARGUMENT for a malformed group):
