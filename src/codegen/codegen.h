@@ -19,8 +19,11 @@
  * The exact signatures (NAME is kcg_kernel.name):
  *
  *   C:    void NAME(kiln_kernel_args args, int64_t begin, int64_t end);
- *   CUDA: extern "C" __global__ void __launch_bounds__(block_threads)
+ *   CUDA: extern "C" __global__ void __launch_bounds__(block_threads[, min])
  *         NAME(kiln_kernel_args args, long long begin, long long end);
+ *
+ * (ROW and tiled REDUCE kernels name the resident blocks per SM they are
+ * built for, which sets the registers a thread may use.)
  *
  * with 0 <= begin <= end <= n_items. Launch the CUDA kernel with
  * block_threads threads (x only), no dynamic shared memory, and a 1-D grid
@@ -375,6 +378,7 @@ typedef struct kcg_body {
   kcg_buf text; /* the function's body, braces included */
   int64_t n_items, row_length, items_per_block, scratch_bytes;
   int block_threads, split;
+  int min_blocks; /* CUDA: __launch_bounds__'s second argument, 0 for none */
 } kcg_body;
 kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out);
 kiln_status kcg_cuda_kernel(kcg_ctx *c, kcg_body *out);
@@ -394,6 +398,7 @@ typedef enum kcg_coop { KCG_COOP_THREAD, KCG_COOP_WARP, KCG_COOP_BLOCK, KCG_COOP
 typedef struct kcg_cuda {
   kcg_coop coop;
   int threads;         /* per block */
+  int min_blocks;      /* resident blocks per SM it is built for (0: the compiler's choice) */
   const char *me;      /* this thread's rank within its item: "lane", "tx", NULL */
   int per_item;        /* threads per item: 1, 32 or threads */
   int vector;          /* LOOP: items per vector access, 0 for none */

@@ -315,9 +315,10 @@ static kiln_status kcg_assemble(kcg_ctx *c, kcg_body *b, kcg_kernel *out) {
   if (c->helpers.s) kcg_buf_addf(&src, "\n%s", c->helpers.s);
   if (cuda)
     kcg_buf_addf(&src,
-                 "\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(kiln_kernel_args args, "
+                 "\nextern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(kiln_kernel_args args, "
                  "long long begin, long long end) ",
-                 b->block_threads, name ? name : "");
+                 b->block_threads, b->min_blocks > 0 ? kcg_strf(c, ", %d", b->min_blocks) : "",
+                 name ? name : "");
   else
     kcg_buf_addf(&src, "\nvoid %s(kiln_kernel_args args, int64_t begin, int64_t end) ",
                  name ? name : "");

@@ -284,6 +284,7 @@ kiln_status kcg_cuda_kernel(kcg_ctx *c, kcg_body *out) {
                          : k.coop == KCG_COOP_TILE ? k.tile_items
                                                    : 1;
   if (k.vector) out->items_per_block = (int64_t)k.threads * k.vector;
+  out->min_blocks = k.min_blocks;
   out->split = k.split > 1 ? k.split : 1;
   out->scratch_bytes = k.scratch_bytes;
   kcg_buf_add(&out->text, "{\n");

@@ -21,6 +21,11 @@
 #include "codegen/codegen.h"
 
 #define KCG_TILE_THREADS 256
+/* Tiles of at most KCG_TILE_LIGHT accumulator registers are built for full
+ * occupancy: 8 blocks of 256 threads per SM, 32 registers a thread; more
+ * accumulators (six reductions spilled 20 bytes at 32) get 64 registers at
+ * half occupancy (tests/test_codegen_registers.cc reads the cubins). */
+#define KCG_TILE_LIGHT 2
 /* A split stops where a thread would reduce fewer elements than this. */
 #define KCG_TILE_PER_THREAD 16
 /* The blocks a split aims for: about one wave of 256-thread blocks on an
@@ -32,6 +37,28 @@
 /* ---- THREAD, WARP (and BLOCK, which ROW kernels use) ---- */
 
 static void kcg_cuda_tile_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out);
+
+/* In `scope`: the set's accumulators at ix over its reduced elements
+ * from, from + step, ... (this thread's share). */
+static void kcg_cuda_strided(kcg_ctx *c, const int *eqns, int n, int ix, int scope,
+                             const char *from, int64_t step, kcg_reducer *r, const char **acc) {
+  int64_t count;
+  int axes[KIR_MAX_RANK], oix[KCG_MAX_SET];
+  kcg_reduce_axes(c, &c->p->eqns[eqns[0]], axes, &count);
+  const char *v = kcg_fresh(c, "r");
+  kcg_reducers(c, eqns, n, r);
+  kcg_acc_declare(c, scope, r, n, false, acc);
+  int s = kcg_scope_open(c, scope,
+                         kcg_strf(c, "for (%s %s = %s; %s < %lld; %s += %lld) {", c->idx_type, v,
+                                  from, v, (long long)count, v, (long long)step),
+                         "}");
+  c->scopes[s].divergent = true;
+  kcg_term rl = kcg_term_make(v, s);
+  for (int q = 0; q < n; q++)
+    oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
+  kcg_accumulate(c, eqns, n, oix, r, acc, "");
+  kcg_scope_close(c, s);
+}
 
 void kcg_cuda_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
   const kcg_cuda *k = c->skel;
@@ -45,23 +72,9 @@ void kcg_cuda_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) 
     kcg_reduce_nested(c, eqns, n, ix, out, false);
     return;
   }
-  int64_t count;
-  int axes[KIR_MAX_RANK], oix[KCG_MAX_SET];
-  kcg_reduce_axes(c, &c->p->eqns[eqns[0]], axes, &count);
   kcg_reducer r[KCG_MAX_SET];
-  const char *acc[KCG_MAX_SET], *v = kcg_fresh(c, "r");
-  kcg_reducers(c, eqns, n, r);
-  kcg_acc_declare(c, scope, r, n, false, acc);
-  int s = kcg_scope_open(c, scope,
-                         kcg_strf(c, "for (%s %s = %s; %s < %lld; %s += %d) {", c->idx_type, v,
-                                  k->me, v, (long long)count, v, k->per_item),
-                         "}");
-  c->scopes[s].divergent = true;
-  kcg_term rl = kcg_term_make(v, s);
-  for (int q = 0; q < n; q++)
-    oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
-  kcg_accumulate(c, eqns, n, oix, r, acc, "");
-  kcg_scope_close(c, s);
+  const char *acc[KCG_MAX_SET];
+  kcg_cuda_strided(c, eqns, n, ix, scope, k->me, k->per_item, r, acc);
   for (int q = 0; q < n; q++) out[q] = kcg_cuda_combine(c, k, scope, &r[q], acc[q]);
 }
 
@@ -87,6 +100,17 @@ static void kcg_cuda_widest(const kcg_ctx *c, int64_t *widest, bool *inner, int6
     *run = 1;
     for (int d = m > 0 ? axes[m - 1] + 1 : 0; d < a->rank; d++) *run *= a->shape[d];
   }
+}
+
+/* Registers the group's accumulators take: two for 8-byte types. */
+static int kcg_cuda_acc_regs(const kcg_ctx *c) {
+  int regs = 0;
+  for (int i = 0; i < c->g->n_eqns; i++) {
+    const kir_eqn *e = &c->p->eqns[c->g->eqns[i]];
+    if (kcg_is_reduction(e->prim))
+      regs += kiln_dtype_size(kir_var_aval(c->p, e->in[0])->dtype) > 4 ? 2 : 1;
+  }
+  return regs;
 }
 
 /* Blocks per tile: enough to give the device about KCG_TILE_BLOCKS blocks,
@@ -122,6 +146,7 @@ void kcg_cuda_reduce_mode(const kcg_ctx *c, kcg_cuda *k) {
   if (inner ? widest >= 4096 && items < 512 : widest >= 64 && items < KCG_THREAD_ITEMS) {
     k->coop = KCG_COOP_TILE;
     k->threads = KCG_TILE_THREADS;
+    k->min_blocks = kcg_cuda_acc_regs(c) <= KCG_TILE_LIGHT ? 8 : 4;
     k->tile_items = inner ? 1 : (int)(run >= 32 ? 32 : kcg_pow2_at_least(run));
     kcg_cuda_split(c, k, widest, items);
   } else {
@@ -207,25 +232,14 @@ static void kcg_cuda_tile_finish(kcg_ctx *c, const kcg_cuda *k, int scope, const
  * barriers there, and a split's other blocks leave the tile from there. */
 static void kcg_cuda_tile_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
   const kcg_cuda *k = c->skel;
-  int scope = k->item_scope, oix[KCG_MAX_SET], axes[KIR_MAX_RANK];
+  int scope = k->item_scope, axes[KIR_MAX_RANK];
   int64_t count, ry = k->threads / k->tile_items;
   kcg_reduce_axes(c, &c->p->eqns[eqns[0]], axes, &count);
   kcg_reducer r[KCG_MAX_SET];
-  const char *acc[KCG_MAX_SET], *v = kcg_fresh(c, "r");
-  kcg_reducers(c, eqns, n, r);
-  kcg_acc_declare(c, scope, r, n, false, acc);
-  int s = kcg_scope_open(
-      c, scope,
-      kcg_strf(c, "for (%s %s = valid ? %s : %lld; %s < %lld; %s += %lld) {", c->idx_type, v,
-               k->split > 1 ? kcg_strf(c, "part * %lldu + tr", (long long)ry) : "tr",
-               (long long)count, v, (long long)count, v, (long long)(ry * k->split)),
-      "}");
-  c->scopes[s].divergent = true;
-  kcg_term rl = kcg_term_make(v, s);
-  for (int q = 0; q < n; q++)
-    oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
-  kcg_accumulate(c, eqns, n, oix, r, acc, "");
-  kcg_scope_close(c, s);
+  const char *acc[KCG_MAX_SET];
+  const char *first = k->split > 1 ? kcg_strf(c, "part * %lldu + tr", (long long)ry) : "tr";
+  kcg_cuda_strided(c, eqns, n, ix, scope, kcg_strf(c, "valid ? %s : %lld", first, (long long)count),
+                   ry * k->split, r, acc);
   for (int q = 0; q < n; q++)
     out[q] = kcg_acc_result(c, scope, &r[q], kcg_tile_call(c, k, &r[q], acc[q]));
   if (k->split > 1) kcg_cuda_tile_finish(c, k, scope, r, n, out);

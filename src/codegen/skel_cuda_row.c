@@ -14,10 +14,17 @@
  * loop of a 1024-element softmax in twice the time of the block version. */
 #define KCG_ROW_THREAD_MAX 8
 #define KCG_ROW_WARP_MAX 256
-/* A thread keeps at most this many elements of each kept row value, and
- * this many registers' worth of them in all. */
+/* Row kernels are built for this many resident threads per SM (half of
+ * sm_80/sm_90's 2048): __launch_bounds__(T, KCG_ROW_SM_THREADS / T) lets
+ * each thread have 64K / KCG_ROW_SM_THREADS = 64 registers. Of those, the
+ * kept row values may take KCG_ROW_KEPT_REGS; the rest hold addresses,
+ * accumulators and temporaries. Beyond that kept values spilled (a softmax
+ * of 30000 floats kept 60 values: 484 bytes of spills on sm_90), so longer
+ * rows are read again instead. A thread keeps at most KCG_ROW_MAX_EPT
+ * elements of each kept value (the unrolled loops' length). */
+#define KCG_ROW_SM_THREADS 1024
+#define KCG_ROW_KEPT_REGS 40
 #define KCG_ROW_MAX_EPT 32
-#define KCG_ROW_MAX_KEPT 96
 
 /* Whether slot s (an input or output) is an array of the row's shape, read
  * or written along the rows. */
@@ -64,10 +71,12 @@ void kcg_cuda_row_geometry(const kcg_ctx *c, kcg_cuda *k) {
     k->threads = (int)(t < 128 ? 128 : t > 1024 ? 1024 : t);
   }
   kcg_cuda_set_coop(k);
+  k->min_blocks = KCG_ROW_SM_THREADS / k->threads;
   k->ept = (len + k->per_item - 1) / k->per_item;
-  int kept = 0;
-  for (int v = 0; v < c->p->n_vars; v++) kept += c->cacheable[v];
-  k->cache = len > 0 && k->ept <= KCG_ROW_MAX_EPT && k->ept * kept <= KCG_ROW_MAX_KEPT;
+  int kept = 0; /* registers per kept element: two for 8-byte values */
+  for (int v = 0; v < c->p->n_vars; v++)
+    if (c->cacheable[v]) kept += kiln_dtype_size(kir_var_aval(c->p, v)->dtype) > 4 ? 2 : 1;
+  k->cache = len > 0 && k->ept <= KCG_ROW_MAX_EPT && k->ept * kept <= KCG_ROW_KEPT_REGS;
   k->vec = kcg_cuda_row_vector(c, k);
 }
 
