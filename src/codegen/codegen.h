@@ -53,7 +53,7 @@
  *   length of every output (all of one shape) and n_items the row count;
  * - REDUCE: at least one reduction; every output has n_items elements (one
  *   item = one element of each output: a reduction result or an epilogue
- *   value over them);
+ *   value over them; a split C kernel's n_items is that times split);
  * - ROW: reductions over the last axis of operands of one shape
  *   [rows..., row_length]; every output is row-shaped (that shape) or has
  *   one element per row ([rows...], [rows..., 1], ...).
@@ -65,7 +65,9 @@
  * kernels run with denormals flushed (x86 FTZ/DAZ, AArch64 FZ) as XLA:CPU
  * does, restoring the caller's mode on return; CUDA kernels keep IEEE
  * denormals, as XLA:GPU does. Float sums and products are reassociated
- * (lanes, warps), so they match the reference within tolerance.
+ * (lanes, warps, tiles, the shares of a split), so they match the reference
+ * within tolerance; the order is fixed per kernel, so one kernel gives the
+ * same bits on every run (no float atomics).
  *
  * kcg_kernel.name is kiln_<kind>_<first primitives>_<16 hex digits of a
  * digest of the text>: one group and target always give the same name and
