@@ -67,6 +67,24 @@ KILN_FN kiln_u16 kiln_shfl_xor(kiln_u16 v, int m) {
     v = lane < (blockDim.x >> 5) ? scratch[lane] : (T)(IDENTITY);                  \
     return kiln_warp_##NAME(v);                                                    \
   }
+
+/* Tiles (REDUCE kernels): thread threadIdx.x = tr * nk + tk holds v of item
+ * tk; every thread gets its item's combination over tr, in a fixed tree
+ * (so a result is the same bits in every run). blockDim.x / nk must be a
+ * power of two; `scratch` is __shared__ T[blockDim.x]. The first barrier
+ * keeps a thread from overwriting a slot still read from the previous call. */
+#define KILN_DEFINE_TILE_REDUCE(NAME, T, COMBINE)                                  \
+  KILN_FN T kiln_tile_##NAME(T v, T *scratch, unsigned nk) {                       \
+    const unsigned t = threadIdx.x;                                                \
+    __syncthreads();                                                               \
+    scratch[t] = v;                                                                \
+    __syncthreads();                                                               \
+    for (unsigned h = blockDim.x >> 1; h >= nk; h >>= 1) {                         \
+      if (t < h) scratch[t] = COMBINE(scratch[t], scratch[t + h]);                 \
+      __syncthreads();                                                             \
+    }                                                                              \
+    return scratch[t % nk];                                                        \
+  }
 #endif
 
 #endif

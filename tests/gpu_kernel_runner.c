@@ -41,9 +41,10 @@ static kiln_status kct_gpu_launch(kcuda_device *d, const kcuda_kernel *kern, con
                                   kiln_kernel_args *args, int64_t begin, int64_t end) {
   long long range[2] = {begin, end};
   void *params[3] = {args, &range[0], &range[1]};
+  int64_t split = k->split > 1 ? k->split : 1, cap = 65535 / split;
   int64_t blocks = (end - begin + k->items_per_block - 1) / k->items_per_block;
-  kcuda_launch l = {kern->fn, k->name, (unsigned)(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks),
-                    k->block_threads, params};
+  blocks = (blocks < 1 ? 1 : blocks > cap ? cap : blocks) * split;
+  kcuda_launch l = {kern->fn, k->name, (unsigned)blocks, k->block_threads, params};
   return kcuda_launch_kernel(d, d->compute, &l);
 }
 
@@ -52,13 +53,21 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
                         void *const *out, const size_t *out_bytes) {
   kiln_device *dev = g->dev;
   kcuda_device *d = kcuda_impl(dev);
-  kdev_buffer bufs[KCG_MAX_ARGS];
+  kdev_buffer bufs[KCG_MAX_ARGS + 1]; /* the arguments, then the scratch */
   kiln_kernel_args args;
   kcuda_kernel kern = {0};
   memset(bufs, 0, sizeof bufs);
   memset(&args, 0, sizeof args);
-  if (n_in + n_out > KCG_MAX_ARGS) return KILN_ERR_ARGUMENT;
+  if (n_in + n_out > KCG_MAX_ARGS || (k->scratch_bytes && n_in + n_out == KCG_MAX_ARGS))
+    return KILN_ERR_ARGUMENT;
   kiln_status st = KILN_OK;
+  void *zeros = k->scratch_bytes ? calloc(1, (size_t)k->scratch_bytes) : NULL;
+  if (k->scratch_bytes && !zeros) return KILN_ERR_OUT_OF_MEMORY;
+  if (zeros && !(st = dev->ops->alloc(dev, (size_t)k->scratch_bytes, &bufs[n_in + n_out])))
+    st = dev->ops->upload(dev, &bufs[n_in + n_out], zeros, (size_t)k->scratch_bytes,
+                          KDEV_COPY_STAGED);
+  free(zeros);
+  if (bufs[n_in + n_out].ptr) args.ptr[n_in + n_out] = (void *)bufs[n_in + n_out].ptr;
   for (int i = 0; i < n_in + n_out && !st; i++) {
     bool input = i < n_in;
     size_t nb = input ? in_bytes[i] : out_bytes[i - n_in];
@@ -69,6 +78,7 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
   }
   /* Kernels run on the compute stream: after the uploads' copy stream. */
   for (int i = 0; i < n_in && !st; i++) st = kcuda_order_after_ready(dev, &bufs[i]);
+  if (!st && bufs[n_in + n_out].ptr) st = kcuda_order_after_ready(dev, &bufs[n_in + n_out]);
   if (!st && !(st = kcuda_enter(d))) {
     st = kcuda_kernel_load(d, cubin, k->name, &kern);
     for (int c = 0; c <= n_cuts && !st; c++)
@@ -83,7 +93,7 @@ kiln_status kct_gpu_run(kct_gpu *g, const void *cubin, const kct_gpu_kernel *k, 
     kcuda_kernel_unload(d, &kern);
     kcuda_leave(d);
   }
-  for (int i = 0; i < n_in + n_out; i++)
+  for (int i = 0; i <= n_in + n_out; i++)
     if (bufs[i].ptr) dev->ops->release(dev, &bufs[i]);
   return st;
 }

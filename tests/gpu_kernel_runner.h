@@ -23,6 +23,8 @@ typedef struct kct_gpu_kernel {
   const char *name;
   unsigned block_threads;
   int64_t items_per_block, n_items;
+  int split;             /* kcg_kernel.split: blocks come in groups of split */
+  int64_t scratch_bytes; /* kcg_kernel.scratch_bytes: zeroed once, at args.ptr[n_in + n_out] */
 } kct_gpu_kernel;
 
 /* Loads kernel k from `cubin`, uploads the n_in inputs (in[i] of in_bytes[i];

@@ -3,7 +3,8 @@
 // the whole range of work items and over split ranges, and compared with the
 // reference executor; every kernel is also emitted for CUDA and compiled by
 // NVRTC for sm_80 and sm_90. A few edge semantics are checked against values
-// JAX computed (tests/golden/codegen.py).
+// JAX computed (tests/golden/codegen.py). Programs and groups:
+// codegen_test_programs.h.
 #include <gtest/gtest.h>
 #include <nvrtc.h>
 #include <stdlib.h>
@@ -24,62 +25,20 @@
 #include <vector>
 
 #include "codegen/codegen.h"
+#include "codegen_test_programs.h"
 #include "cuda_test_support.h"
 #include "gpu_kernel_runner.h"
 #include "kiln/kiln.h"
 #include "test_kcache_shims.h"
 
 namespace fs = std::filesystem;
+using namespace codegen_test;
 
 namespace {
 
 bool Contains(const std::string &s, const std::string &sub) {
   return s.find(sub) != std::string::npos;
 }
-
-// ---------------------------------------------------------------------------
-// Programs and groups
-
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-
-Program Parse(const std::string &text) {
-  kir_program *p = nullptr;
-  EXPECT_EQ(kir_parse(text.c_str(), &p), KILN_OK) << kiln_last_error() << "\n" << text;
-  return Program(p);
-}
-
-// A group over equations of p; by default all of them, reading the invars
-// then the constvars and writing the outvars.
-struct Group {
-  std::vector<int> eqns;
-  std::vector<kir_vid> in, out;
-  kfuse_group g{};
-
-  Group() = default;
-  Group(const kir_program *p, kfuse_kind kind) {
-    for (int i = 0; i < p->n_eqns; i++) eqns.push_back(i);
-    in.assign(p->invars, p->invars + p->n_invars);
-    in.insert(in.end(), p->constvars, p->constvars + p->n_constvars);
-    out.assign(p->outvars, p->outvars + p->n_outvars);
-    g.kind = kind;
-    Sync();
-  }
-  const kfuse_group *get() {
-    Sync();
-    return &g;
-  }
-  void Sync() {
-    g.n_eqns = (int)eqns.size();
-    g.eqns = eqns.data();
-    g.n_in = (int)in.size();
-    g.in = in.data();
-    g.n_out = (int)out.size();
-    g.out = out.data();
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Host buffers
@@ -442,6 +401,8 @@ std::vector<Buf> RunC(kcg_c_kernel_fn fn, const kcg_kernel &k, const kir_program
   memset(&args, 0, sizeof args);
   for (int s = 0; s < g->n_in; s++) args.ptr[s] = in[s].data();
   for (int q = 0; q < g->n_out; q++) args.ptr[g->n_in + q] = out[q].data();
+  std::vector<uint64_t> scratch((size_t)(k.scratch_bytes + 7) / 8, 0);  // zeroed, 8-aligned
+  if (k.scratch_bytes) args.ptr[g->n_in + g->n_out] = scratch.data();
   int64_t from = 0;
   for (int64_t cut : cuts) {
     fn(args, from, cut);
@@ -556,7 +517,8 @@ class Checks {
           out_ptr.push_back(b.data());
           out_bytes.push_back(b.nbytes());
         }
-        kct_gpu_kernel gk = {k.name, (unsigned)k.block_threads, k.items_per_block, k.n_items};
+        kct_gpu_kernel gk = {k.name,    (unsigned)k.block_threads, k.items_per_block,
+                             k.n_items, k.split,                   k.scratch_bytes};
         EXPECT_EQ(kct_gpu_run(gpu, cubin, &gk, cuts.data(), (int)cuts.size(), g->n_in,
                               in_ptr.data(), in_bytes.data(), g->n_out, out_ptr.data(),
                               out_bytes.data()),
@@ -1213,58 +1175,176 @@ TEST(CodegenReduce, LongRowsAndColumns) {
   checks.Add(std::move(many), KFUSE_REDUCE, in, Tol::Reductions(), "many reductions");
 }
 
-// ---------------------------------------------------------------------------
-// ROW groups
-
+// Every shape class of reduction, by value on the C target (whole and split
+// ranges, against the reference executor) and by NVRTC compile for sm_80 and
+// sm_90: full reductions, few long rows, columns, a middle axis; f32, bf16,
+// f64, integers, bools; sizes that do and do not divide the CUDA tile (32
+// items x 8 threads), block (256) and the C target's shares. Long ones
+// split: CUDA kernels across blocks, C kernels across the runtime's threads.
 namespace {
 
-// jax.nn.softmax over the last axis, as JAX traces it.
-std::string Softmax(int64_t rows, int64_t len, const char *t = "f32") {
-  std::string r = std::to_string(rows), l = std::to_string(len), T = t;
-  std::string row = T + "[" + r + "," + l + "]", col = T + "[" + r + ",1]", vec = T + "[" + r + "]";
-  return "{ lambda ; a:" + row + ". let\n"
-         "  b:" + vec + " = reduce_max[axes=(1,)] a\n"
-         "  c:" + vec + " = max -inf:" + T + "[] b\n"
-         "  d:" + col + " = broadcast_in_dim[broadcast_dimensions=(0,) shape=(" + r + ", 1)] c\n"
-         "  e:" + row + " = sub a d\n"
-         "  f:" + row + " = exp e\n"
-         "  g:" + vec + " = reduce_sum[axes=(1,)] f\n"
-         "  h:" + col + " = broadcast_in_dim[broadcast_dimensions=(0,) shape=(" + r + ", 1)] g\n"
-         "  i:" + row + " = div f h\n"
-         "  in (i,) }";
+// Values k/4 for k in [-8, 8] (f32), k/2 for k in [-2, 2] (bf16): the
+// partial sums of the tests' sizes are exact, so sums in any order agree
+// bit for bit (bf16 sums round every step).
+void Exact(Buf &b, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  bool bf16 = b.aval.dtype == KILN_BF16;
+  for (int64_t i = 0; i < b.size(); i++)
+    b.Set(i, bf16 ? ((double)(rng() % 5) - 2.0) / 2.0 : ((double)(rng() % 17) - 8.0) / 4.0);
 }
 
-// flax's LayerNorm (fast variance: E[x^2] - E[x]^2) with scale and bias;
-// the per-row mean and variance are outputs too.
-std::string LayerNorm(int64_t rows, int64_t len) {
-  std::string r = std::to_string(rows), l = std::to_string(len);
-  std::string row = "f32[" + r + "," + l + "]", col = "f32[" + r + ",1]", vec = "f32[" + r + "]";
-  char inv[64];
-  snprintf(inv, sizeof inv, "%.9g", 1.0 / (double)len);
-  std::string n = std::string(inv) + (strchr(inv, '.') || strchr(inv, 'e') ? "" : ".0") + ":f32[]";
-  return "{ lambda ; x:" + row + " gamma:f32[" + l + "] beta:f32[" + l + "]. let\n"
-         "  s:" + vec + " = reduce_sum[axes=(1,)] x\n"
-         "  m:" + vec + " = mul s " + n + "\n"
-         "  x2:" + row + " = mul x x\n"
-         "  s2:" + vec + " = reduce_sum[axes=(1,)] x2\n"
-         "  m2:" + vec + " = mul s2 " + n + "\n"
-         "  mm:" + vec + " = mul m m\n"
-         "  v0:" + vec + " = sub m2 mm\n"
-         "  v:" + vec + " = max 0.0:f32[] v0\n"
-         "  ve:" + vec + " = add v 1e-06:f32[]\n"
-         "  rs:" + vec + " = rsqrt ve\n"
-         "  mc:" + col + " = broadcast_in_dim[broadcast_dimensions=(0,) shape=(" + r + ", 1)] m\n"
-         "  rc:" + col + " = broadcast_in_dim[broadcast_dimensions=(0,) shape=(" + r + ", 1)] rs\n"
-         "  xc:" + row + " = sub x mc\n"
-         "  y0:" + row + " = mul xc rc\n"
-         "  g:" + row + " = broadcast_in_dim[broadcast_dimensions=(1,) shape=(" + r + ", " + l + ")] gamma\n"
-         "  b:" + row + " = broadcast_in_dim[broadcast_dimensions=(1,) shape=(" + r + ", " + l + ")] beta\n"
-         "  y1:" + row + " = mul y0 g\n"
-         "  y:" + row + " = add y1 b\n"
-         "  in (y, m, v) }";
-}
+struct ReduceClass {
+  const char *what, *text;
+  bool c_split;         // the C kernel splits items into shares
+  int cuda_tile;        // CUDA: 0 = no tile (thread/warp), else items per tile
+  bool cuda_split;      // CUDA: several blocks per tile
+};
+
+const ReduceClass kReduceClasses[] = {
+    {"full f32", R"({ lambda ; a:f32[1000003]. let
+        s:f32[] = reduce_sum[axes=(0,)] a
+        m:f32[] = reduce_max[axes=(0,)] a
+        e:f32[] = add s m
+      in (s, e) })", true, 1, true},
+    {"full f64", R"({ lambda ; a:f64[262147]. let
+        s:f64[] = reduce_sum[axes=(0,)] a
+        m:f64[] = reduce_min[axes=(0,)] a
+      in (s, m) })", true, 1, true},
+    {"full i32", R"({ lambda ; a:i32[300000]. let
+        s:i32[] = reduce_sum[axes=(0,)] a
+        m:i32[] = reduce_max[axes=(0,)] a
+      in (s, m) })", true, 1, true},
+    {"full bool and bf16", R"({ lambda ; a:bool[140000,2]. let
+        s:bool[] = reduce_and[axes=(0, 1)] a
+        m:bool[] = reduce_or[axes=(0, 1)] a
+      in (s, m) })", true, 1, true},
+    {"full bf16 max", R"({ lambda ; a:bf16[200003]. let
+        m:bf16[] = reduce_max[axes=(0,)] a
+        n:bf16[] = neg m
+      in (n,) })", true, 1, true},
+    {"few long rows", R"({ lambda ; a:f32[3,200001] b:i32[3,200001]. let
+        s:f32[3] = reduce_sum[axes=(1,)] a
+        t:i32[3] = reduce_sum[axes=(1,)] b
+      in (s, t) })", true, 1, true},
+    {"columns f32", R"({ lambda ; a:f32[5000,300]. let
+        s:f32[300] = reduce_sum[axes=(0,)] a
+        m:f32[300] = reduce_max[axes=(0,)] a
+      in (s, m) })", false, 32, true},
+    {"columns f64 (7 kept)", R"({ lambda ; a:f64[3001,7]. let
+        s:f64[7] = reduce_sum[axes=(0,)] a
+      in (s,) })", false, 8, true},
+    {"columns i32 (dividing)", R"({ lambda ; a:i32[2048,64]. let
+        s:i32[64] = reduce_sum[axes=(0,)] a
+        m:i32[64] = reduce_max[axes=(0,)] a
+      in (s, m) })", false, 32, true},
+    {"columns bf16", R"({ lambda ; a:bf16[300,130]. let
+        s:bf16[130] = reduce_sum[axes=(0,)] a
+        m:bf16[130] = reduce_max[axes=(0,)] a
+      in (s, m) })", false, 32, true},
+    {"middle axis f32", R"({ lambda ; a:f32[6,3000,20]. let
+        s:f32[6,20] = reduce_sum[axes=(1,)] a
+      in (s,) })", false, 32, true},
+    {"middle axis i32", R"({ lambda ; a:i32[5,2999,3]. let
+        m:i32[5,3] = reduce_max[axes=(1,)] a
+      in (m,) })", false, 4, true},
+    // two sets (the second reads the first): tiles, not split
+    {"column variance", R"({ lambda ; a:f32[300,40]. let
+        s:f32[40] = reduce_sum[axes=(0,)] a
+        m:f32[40] = mul s 0.0033333333:f32[]
+        b:f32[300,40] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(300, 40)] m
+        d:f32[300,40] = sub a b
+        q:f32[300,40] = mul d d
+        v:f32[40] = reduce_sum[axes=(0,)] q
+      in (v,) })", false, 32, false},
+};
 
 }  // namespace
+
+TEST(CodegenReduce, ShapeClassesSplitAcrossBlocksAndThreads) {
+  Checks checks;
+  int seed = 60;
+  for (const ReduceClass &rc : kReduceClasses) {
+    SCOPED_TRACE(rc.what);
+    Program p = Parse(rc.text);
+    ASSERT_TRUE(p);
+    std::vector<Buf> in = Inputs(p.get(), (uint64_t)seed++);
+    for (Buf &b : in)
+      if (b.aval.dtype == KILN_F32 || b.aval.dtype == KILN_BF16) Exact(b, (uint64_t)seed++);
+    Group g(p.get(), KFUSE_REDUCE);
+    auto cuda = Emit(p.get(), g.get(), KCG_TARGET_CUDA, 90);
+    ASSERT_TRUE(cuda);
+    std::string src = cuda->k.source;
+    EXPECT_EQ(cuda->k.items_per_block, rc.cuda_tile ? rc.cuda_tile : cuda->k.items_per_block);
+    EXPECT_EQ(Contains(src, "kiln_tile_"), rc.cuda_tile > 0) << src;
+    EXPECT_EQ(cuda->k.split > 1, rc.cuda_split);
+    EXPECT_EQ(cuda->k.scratch_bytes > 0, rc.cuda_split);
+    // The only atomic is the integer count of a tile's blocks.
+    size_t atomic = src.find("atomicAdd(");
+    EXPECT_EQ(atomic != std::string::npos, rc.cuda_split);
+    if (atomic != std::string::npos) {
+      EXPECT_EQ(src.compare(atomic, 18, "atomicAdd(&tcount["), 0) << src.substr(atomic, 40);
+      EXPECT_EQ(src.find("atomicAdd(", atomic + 1), std::string::npos);
+    }
+    const kcg_kernel *c = checks.Add(std::move(p), std::move(g), in, Tol::Reductions(), rc.what);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->split > 1, rc.c_split);
+    EXPECT_EQ(c->scratch_bytes > 0, rc.c_split);
+  }
+}
+
+// A split C reduction gives the same bits however its shares are spread
+// over calls and in whatever order they finish: shares run one call each,
+// first to last and last to first, and all in one call.
+TEST(CodegenReduce, SplitResultsDoNotDependOnOrder) {
+  Program p = Parse(R"({ lambda ; a:f32[777777] b:f64[777777]. let
+      c:f32[777777] = mul a 1.37:f32[]
+      s:f32[] = reduce_sum[axes=(0,)] c
+      t:f32[] = reduce_prod[axes=(0,)] a
+      u:f64[] = reduce_sum[axes=(0,)] b
+    in (s, t, u) })");
+  ASSERT_TRUE(p);
+  std::vector<Buf> in = Inputs(p.get(), 71, Domain::kUnit);
+  Group g(p.get(), KFUSE_REDUCE);
+  auto k = Emit(p.get(), g.get(), KCG_TARGET_C);
+  ASSERT_TRUE(k);
+  ASSERT_GT(k->k.split, 1);
+  EXPECT_EQ(k->k.n_items, k->k.split);
+  std::unique_ptr<CModule> mod = CompileC(k->k.name, k->k.source);
+  ASSERT_TRUE(mod);
+  kcg_c_kernel_fn fn = mod->Symbol(k->k);
+  ASSERT_TRUE(fn);
+  std::vector<uint64_t> scratch((size_t)(k->k.scratch_bytes + 7) / 8, 0);
+  auto run = [&](const std::vector<std::pair<int64_t, int64_t>> &calls) {
+    std::vector<Buf> out;
+    for (int q = 0; q < g.g.n_out; q++) out.emplace_back(*kir_var_aval(p.get(), g.g.out[q]));
+    kiln_kernel_args args;
+    memset(&args, 0, sizeof args);
+    for (int s = 0; s < g.g.n_in; s++) args.ptr[s] = in[s].data();
+    for (int q = 0; q < g.g.n_out; q++) args.ptr[g.g.n_in + q] = out[q].data();
+    args.ptr[g.g.n_in + g.g.n_out] = scratch.data();
+    for (auto [b, e] : calls) fn(args, b, e);
+    return out;
+  };
+  int64_t n = k->k.n_items;
+  std::vector<std::pair<int64_t, int64_t>> forward, backward;
+  for (int64_t w = 0; w < n; w++) {
+    forward.push_back({w, w + 1});
+    backward.push_back({n - 1 - w, n - w});
+  }
+  std::vector<Buf> whole = run({{0, n}}), fw = run(forward), bw = run(backward);
+  for (size_t q = 0; q < whole.size(); q++) {
+    EXPECT_EQ(whole[q].bytes, fw[q].bytes) << "output " << q;
+    EXPECT_EQ(whole[q].bytes, bw[q].bytes) << "output " << q;
+  }
+  // The item's counter (the scratch's first word) is left zero for the next call.
+  EXPECT_EQ((uint32_t)scratch[0], 0u);
+  std::vector<Buf> want = Reference(p.get(), in);
+  for (size_t q = 0; q < whole.size(); q++)
+    EXPECT_TRUE(Same(whole[q], want[q], Tol::Reductions(), "output " + std::to_string(q)));
+}
+
+// ---------------------------------------------------------------------------
+// ROW groups (Softmax and LayerNorm: codegen_test_programs.h)
 
 TEST(CodegenRow, SoftmaxRowsOfManyLengths) {
   Checks checks;

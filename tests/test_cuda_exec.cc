@@ -232,6 +232,55 @@ TEST_F(KCT_SUITE, HostStepsComputeExactly) {
   kiln_tree_free(args);
 }
 
+// ---- split reductions ----
+
+kiln_tree *SumAll(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(args, 0))->u.val;
+  int axis = 0;
+  return kiln_tree_val(kiln_reduce_sum(t, x, 1, &axis));
+}
+
+// A full reduction splits across blocks: its grid is a whole number of the
+// kernel's blocks per tile, its scratch lives (and dies) with the
+// executable, and every call gives the same bits (the counters reset).
+TEST_F(KCT_SUITE, FullReductionsSplitAcrossBlocks) {
+  Open();
+  if (!ctx_) return;
+  Jit jit(ctx_, SumAll, "sum_all");
+  const int n = 1 << 20;
+  std::vector<float> x = Ramp(n, 0.25f);  // every partial sum is exact
+  kiln_tree *args = Args(Input(x, {n}));
+  kiln_lowered *l = nullptr;
+  kiln_compiled *c = nullptr;
+  char *text = nullptr;
+  ASSERT_EQ(kiln_jit_lower(jit.j, args, &l), KILN_OK) << Err();
+  ASSERT_EQ(kiln_lowered_compile(l, &c), KILN_OK) << Err();
+  ASSERT_EQ(kiln_compiled_as_text(c, &text), KILN_OK) << Err();
+  std::string s = text;
+  free(text);
+  kiln_compiled_free(c);
+  kiln_lowered_free(l);
+  size_t split_at = s.find("blockIdx.x % "), grid_at = s.find(", grid ");
+  ASSERT_NE(split_at, std::string::npos) << s;
+  ASSERT_NE(grid_at, std::string::npos) << s;
+  long split = strtol(s.c_str() + split_at + 13, nullptr, 10);
+  long grid = strtol(s.c_str() + grid_at + 7, nullptr, 10);
+  EXPECT_GT(split, 1);
+  EXPECT_EQ(grid % split, 0) << grid << " blocks, " << split << " per tile";
+  EXPECT_NE(s.find("atomicAdd(&tcount["), std::string::npos);
+  double want = 0;
+  for (float v : x) want += v;
+  for (int call = 0; call < 3; call++) {
+    kiln_tree *out = nullptr;
+    ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
+    if (!kFake) {
+      EXPECT_EQ(Values(out)[0], (float)want) << "call " << call;
+    }
+    kiln_tree_free(out);
+  }
+  kiln_tree_free(args);
+}
+
 // ---- matmuls ----
 
 kiln_tree *Matmul(kiln_trace *t, const kiln_tree *args, void *) {

@@ -133,6 +133,54 @@ TEST(Jit, EightThreadsTwoShapesCompileTwice) {
   kiln_jit_free(j);
 }
 
+kiln_tree *SumAll(kiln_trace *t, const kiln_tree *a, void *) {
+  int axis = 0;
+  return kiln_tree_val(kiln_reduce_sum(t, kiln_tree_leaf_get(a)->u.val, 1, &axis));
+}
+
+// A long full reduction is shared among the device's threads (shares of the
+// C kernel, the last to finish combining them in a fixed order): every call,
+// from several threads at once, gives the exact sum.
+TEST(Jit, LongFullReductionsSplitAcrossThreads) {
+  Ctx c;
+  Func f(SumAll, nullptr, "sum_all");
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(c.ctx, f.f, nullptr, &j), KILN_OK);
+  const int64_t n = 1 << 21;
+  std::vector<float> v((size_t)n);
+  double want = 0;
+  for (int64_t i = 0; i < n; i++) {  // quarters: every partial sum is exact
+    v[(size_t)i] = 0.25f * (float)((int)(i % 97) - 40);
+    want += v[(size_t)i];
+  }
+  kiln_tree *x = Leaf(c.Dev(), KILN_F32, {n}, v);
+  kiln_lowered *l = nullptr;
+  kiln_compiled *comp = nullptr;
+  char *text = nullptr;
+  ASSERT_EQ(kiln_jit_lower(j, x, &l), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_lowered_compile(l, &comp), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_compiled_as_text(comp, &text), KILN_OK) << kiln_last_error();
+  EXPECT_NE(std::string(text).find("__atomic_add_fetch(&tcount"), std::string::npos) << text;
+  free(text);
+  kiln_compiled_free(comp);
+  kiln_lowered_free(l);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++)
+    threads.emplace_back([&] {
+      for (int it = 0; it < 3; it++) {
+        kiln_tree *out = nullptr;
+        if (kiln_jit_call(j, x, &out) != KILN_OK || Values<float>(out)[0] != (float)want)
+          failures++;
+        kiln_tree_free(out);
+      }
+    });
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << kiln_last_error();
+  kiln_tree_free(x);
+  kiln_jit_free(j);
+}
+
 TEST(Jit, StaticKeyAndDtypeAreInTheKey) {
   Ctx c;
   Func f(Double);

@@ -19,14 +19,23 @@
  * The exact signatures (NAME is kcg_kernel.name):
  *
  *   C:    void NAME(kiln_kernel_args args, int64_t begin, int64_t end);
- *   CUDA: extern "C" __global__ void __launch_bounds__(block_threads)
+ *   CUDA: extern "C" __global__ void __launch_bounds__(block_threads[, min])
  *         NAME(kiln_kernel_args args, long long begin, long long end);
+ *
+ * (ROW and tiled REDUCE kernels name the resident blocks per SM they are
+ * built for, which sets the registers a thread may use.)
  *
  * with 0 <= begin <= end <= n_items. Launch the CUDA kernel with
  * block_threads threads (x only), no dynamic shared memory, and a 1-D grid
- * (see items_per_block); compile its source with NVRTC and -arch=sm_<sm>
- * (no other option is needed; the source includes no header). The C source
- * is C11 for the host compiler (kcpu_cc), self-contained too.
+ * (see items_per_block and split); compile its source with NVRTC and
+ * -arch=sm_<sm> (no other option is needed; the source includes no header).
+ * The C source is C11 for the host compiler (kcpu_cc), self-contained too.
+ *
+ * A kernel with scratch_bytes > 0 also takes args.ptr[n_args]: that many
+ * bytes, 16-byte aligned, zero before its first call. They hold counters
+ * and partial results; every complete call leaves the counters zero again,
+ * so one buffer serves all calls that run one after another (not
+ * concurrent ones).
  *
  * What the group must look like (else KILN_ERR_UNIMPLEMENTED, or
  * KILN_ERR_ARGUMENT for a malformed group):
@@ -44,7 +53,7 @@
  *   length of every output (all of one shape) and n_items the row count;
  * - REDUCE: at least one reduction; every output has n_items elements (one
  *   item = one element of each output: a reduction result or an epilogue
- *   value over them);
+ *   value over them; a split C kernel's n_items is that times split);
  * - ROW: reductions over the last axis of operands of one shape
  *   [rows..., row_length]; every output is row-shaped (that shape) or has
  *   one element per row ([rows...], [rows..., 1], ...).
@@ -56,7 +65,9 @@
  * kernels run with denormals flushed (x86 FTZ/DAZ, AArch64 FZ) as XLA:CPU
  * does, restoring the caller's mode on return; CUDA kernels keep IEEE
  * denormals, as XLA:GPU does. Float sums and products are reassociated
- * (lanes, warps), so they match the reference within tolerance.
+ * (lanes, warps, tiles, the shares of a split), so they match the reference
+ * within tolerance; the order is fixed per kernel, so one kernel gives the
+ * same bits on every run (no float atomics).
  *
  * kcg_kernel.name is kiln_<kind>_<first primitives>_<16 hex digits of a
  * digest of the text>: one group and target always give the same name and
@@ -114,6 +125,15 @@ typedef struct kcg_kernel {
    * launch ceil(n_items / items_per_block) blocks, or fewer (the kernel
    * strides over the rest), at least one. 1 for the C target. */
   int64_t items_per_block;
+  /* Split reductions (REDUCE groups with few items and long reductions):
+   * CUDA: `split` blocks share each block's items, so launch a multiple of
+   * split blocks: split * min(ceil(n_items / items_per_block), any cap);
+   * C: every item is `split` work items (n_items counts those), each a fixed
+   * share of the reduced elements. The share that finishes last combines the
+   * partials in a fixed order, so results do not depend on timing or on how
+   * the range is cut. 1: not split. */
+  int split;
+  int64_t scratch_bytes; /* see above; 0: none */
 } kcg_kernel;
 
 /* Emits the kernel of group g of p. Groups the emitter cannot fuse are
@@ -382,8 +402,9 @@ void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out
 bool kcg_is_reduction(kir_prim p);
 typedef struct kcg_body {
   kcg_buf text; /* the function's body, braces included */
-  int64_t n_items, row_length, items_per_block;
-  int block_threads;
+  int64_t n_items, row_length, items_per_block, scratch_bytes;
+  int block_threads, split;
+  int min_blocks; /* CUDA: __launch_bounds__'s second argument, 0 for none */
 } kcg_body;
 kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out);
 kiln_status kcg_cuda_kernel(kcg_ctx *c, kcg_body *out);
@@ -392,6 +413,58 @@ kiln_status kcg_cuda_kernel(kcg_ctx *c, kcg_body *out);
 int64_t kcg_items(const kcg_ctx *c);
 void kcg_row_shape(const kcg_ctx *c, int *rank, int64_t *shape);
 void kcg_declare_args(kcg_ctx *c, kcg_buf *out);
+int64_t kcg_pow2_at_least(int64_t x);
+
+/* ---- the CUDA skeleton (skel_cuda.c: LOOP and the shared parts;
+ * skel_cuda_reduce.c: REDUCE; skel_cuda_row.c: ROW) ---- */
+/* How the threads of a block share the work items (see skel_cuda_reduce.c
+ * and skel_cuda_row.c). */
+typedef enum kcg_coop { KCG_COOP_THREAD, KCG_COOP_WARP, KCG_COOP_BLOCK, KCG_COOP_TILE } kcg_coop;
+
+typedef struct kcg_cuda {
+  kcg_coop coop;
+  int threads;         /* per block */
+  int min_blocks;      /* resident blocks per SM it is built for (0: the compiler's choice) */
+  const char *me;      /* this thread's rank within its item: "lane", "tx", NULL */
+  int per_item;        /* threads per item: 1, 32 or threads */
+  int vector;          /* LOOP: items per vector access, 0 for none */
+  int item_scope;      /* the scope of one item (or row, or tile) */
+  /* TILE */
+  int tile_items;      /* consecutive items per tile (a power of two up to 32) */
+  int split;           /* blocks per tile (1: none) */
+  int scratch_slot;    /* args.ptr[] of the scratch */
+  int64_t partial_bytes;  /* per reducer, after the counters */
+  int64_t counter_bytes, scratch_bytes;
+  /* ROW */
+  int row_ix;
+  kcg_term rowbase;
+  int64_t length, ept; /* row length, elements per thread */
+  bool cache;
+  int vec;             /* ROW: elements per vector access, 0 for none */
+} kcg_cuda;
+
+void kcg_cuda_set_coop(kcg_cuda *k);
+void kcg_cuda_prologue(kcg_ctx *c, const kcg_cuda *k);
+/* The loop over items (or rows) for the mode, its scope. */
+int kcg_cuda_item_loop(kcg_ctx *c, kcg_cuda *k, const char *var);
+/* Stores of per-item values: by one thread of the item (-1: no guard). */
+int kcg_cuda_store_guard(kcg_ctx *c, const kcg_cuda *k, int parent);
+/* The combination over the threads of an item (THREAD, WARP, BLOCK), after
+ * each has reduced its share into acc. */
+kcg_term kcg_cuda_combine(kcg_ctx *c, const kcg_cuda *k, int scope, const kcg_reducer *r,
+                          const char *acc);
+/* The access type of a chunk of `bytes`, and how many of them it takes. */
+const char *kcg_vector_type(int bytes, int *count);
+size_t kcg_slot_size(const kcg_ctx *c, int s);
+/* REDUCE (skel_cuda_reduce.c): the mode, and the reduction emitter. */
+void kcg_cuda_reduce_mode(const kcg_ctx *c, kcg_cuda *k);
+void kcg_cuda_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out);
+void kcg_cuda_tile_prologue(kcg_ctx *c, const kcg_cuda *k);
+int kcg_cuda_tile_loop(kcg_ctx *c, kcg_cuda *k, const char *var);
+/* ROW (skel_cuda_row.c). */
+void kcg_cuda_row_geometry(const kcg_ctx *c, kcg_cuda *k);
+void kcg_cuda_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out);
+void kcg_cuda_rows(kcg_ctx *c, kcg_cuda *k);
 
 #ifdef __cplusplus
 }

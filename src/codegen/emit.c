@@ -36,6 +36,12 @@ int64_t kcg_items(const kcg_ctx *c) {
   return kir_aval_size(kcg_out_aval(c, 0));
 }
 
+int64_t kcg_pow2_at_least(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
 /* The operand shape of the group's reductions, [rows..., row_length]. */
 void kcg_row_shape(const kcg_ctx *c, int *rank, int64_t *shape) {
   for (int i = 0; i < c->g->n_eqns; i++) {
@@ -311,9 +317,10 @@ static kiln_status kcg_assemble(kcg_ctx *c, kcg_body *b, kcg_kernel *out) {
   if (c->helpers.s) kcg_buf_addf(&src, "\n%s", c->helpers.s);
   if (cuda)
     kcg_buf_addf(&src,
-                 "\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(kiln_kernel_args args, "
+                 "\nextern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(kiln_kernel_args args, "
                  "long long begin, long long end) ",
-                 b->block_threads, name ? name : "");
+                 b->block_threads, b->min_blocks > 0 ? kcg_strf(c, ", %d", b->min_blocks) : "",
+                 name ? name : "");
   else
     kcg_buf_addf(&src, "\nvoid %s(kiln_kernel_args args, int64_t begin, int64_t end) ",
                  name ? name : "");
@@ -331,6 +338,8 @@ static kiln_status kcg_assemble(kcg_ctx *c, kcg_body *b, kcg_kernel *out) {
   out->row_length = b->row_length;
   out->block_threads = b->block_threads;
   out->items_per_block = b->items_per_block;
+  out->split = b->split > 1 ? b->split : 1;
+  out->scratch_bytes = b->scratch_bytes;
   return KILN_OK;
 }
 

@@ -14,6 +14,20 @@
 #define KCG_C_MIN_ROW 16
 #define KCG_C_MIN_ROWS 32
 
+/* A REDUCE group of one reduction set over contiguous elements (a full
+ * reduction, or a few long rows) splits each item into shares of about
+ * KCG_C_SPLIT_CHUNK elements, at most KCG_C_SPLIT_PARTS work items in all,
+ * so that the runtime's threads share even one item. */
+#define KCG_C_SPLIT_CHUNK 65536
+#define KCG_C_SPLIT_PARTS 256
+
+typedef struct kcg_c_split {
+  int64_t parts, chunk, count; /* per item: shares, elements per share, in all */
+  int slot;                    /* args.ptr[] of the scratch */
+  int64_t counter_bytes, partial_bytes;
+  int scope;                   /* one work item's */
+} kcg_c_split;
+
 typedef struct kcg_c_row {
   int scope;        /* one row's scope */
   int ix;           /* the row's index over the leading dimensions */
@@ -133,6 +147,113 @@ static void kcg_c_items(kcg_ctx *c, int64_t len) {
   if (len) kcg_scope_close(c, rs);
 }
 
+/* ---- split reductions ---- */
+
+/* The split of the group, or false: one set, over trailing axes (an item's
+ * elements are contiguous), long enough for two shares, and an argument slot
+ * left for the scratch. */
+static bool kcg_c_split_plan(const kcg_ctx *c, kcg_c_split *sp) {
+  if (c->g->kind != KFUSE_REDUCE || c->n_sets != 1 || c->g->n_in + c->g->n_out >= KCG_MAX_ARGS)
+    return false;
+  const kir_eqn *e = &c->p->eqns[c->set_eqns[0]];
+  const kir_aval *a = kir_var_aval(c->p, e->in[0]);
+  int axes[KIR_MAX_RANK], m = kcg_reduce_axes(c, e, axes, &sp->count);
+  for (int k = 0; k < m; k++)
+    if (axes[k] != a->rank - m + k) return false;
+  int64_t items = kcg_items(c), parts = (sp->count + KCG_C_SPLIT_CHUNK - 1) / KCG_C_SPLIT_CHUNK;
+  if (m == 0 || items < 1 || items > KCG_C_SPLIT_PARTS / 2) return false;
+  if (parts > KCG_C_SPLIT_PARTS / items) parts = KCG_C_SPLIT_PARTS / items;
+  if (parts < 2) return false;
+  /* Whole lane groups per share, then as many shares as that covers. */
+  sp->chunk = (sp->count + parts - 1) / parts;
+  sp->chunk = (sp->chunk + KCG_LANES - 1) / KCG_LANES * KCG_LANES;
+  sp->parts = (sp->count + sp->chunk - 1) / sp->chunk;
+  sp->slot = c->g->n_in + c->g->n_out;
+  sp->counter_bytes = (items * 4 + 15) / 16 * 16;
+  sp->partial_bytes = items * sp->parts * 8; /* 8 bytes hold every accumulator */
+  return sp->parts >= 2;
+}
+
+/* One share of an item: KILN_LANES accumulators over its elements, its
+ * partials to scratch, a count of the item's shares done; the share that
+ * completes the count combines the item's partials in order 0..parts-1
+ * (the result does not depend on which thread ran which share), resets the
+ * count and goes on to the epilogue; the others go to their next share. */
+static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
+  const kcg_c_split *sp = c->skel;
+  int scope = sp->scope, oix[KCG_MAX_SET];
+  kcg_reducer r[KCG_MAX_SET];
+  const char *acc[KCG_MAX_SET];
+  kcg_reducers(c, eqns, n, r);
+  kcg_acc_declare(c, scope, r, n, true, acc);
+  const char *rf = kcg_fresh(c, "rf"), *rt = kcg_fresh(c, "rt"), *rb = kcg_fresh(c, "rb");
+  const char *l = kcg_fresh(c, "l"), *v = kcg_fresh(c, "r"), *v2 = kcg_fresh(c, "r");
+  long long ch = (long long)sp->chunk, count = (long long)sp->count;
+  kcg_line(c, scope, "const kiln_i64 %s = part * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;",
+           rf, ch, rt, rf, ch, count, rf, ch, count);
+  int s = kcg_scope_open(
+      c, scope,
+      kcg_strf(c,
+               "for (kiln_i64 %s = %s; %s + KILN_LANES <= %s; %s += KILN_LANES) {\n"
+               "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+               "    const kiln_i64 %s = %s + %s;",
+               rb, rf, rb, rt, rb, l, l, l, v, rb, l),
+      "  }\n}");
+  c->scopes[s].indent++;
+  kcg_term rl = kcg_term_make(v, s);
+  for (int q = 0; q < n; q++)
+    oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
+  kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", l));
+  kcg_scope_close(c, s);
+  s = kcg_scope_open(c, scope,
+                     kcg_strf(c, "for (kiln_i64 %s = %s + (%s - %s) / KILN_LANES * KILN_LANES; "
+                              "%s < %s; ++%s) {", v2, rf, rt, rf, v2, rt, v2),
+                     "}");
+  rl = kcg_term_make(v2, s);
+  for (int q = 0; q < n; q++)
+    oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
+  kcg_accumulate(c, eqns, n, oix, r, acc, "[0]");
+  kcg_scope_close(c, s);
+  const char *pq[KCG_MAX_SET];
+  for (int q = 0; q < n; q++) {
+    pq[q] = kcg_fresh(c, "part");
+    kcg_line(c, scope, "%s *const %s = (%s *)(tpart + %lld) + i * %lld;", r[q].ctype, pq[q],
+             r[q].ctype, (long long)(q * sp->partial_bytes), (long long)sp->parts);
+    kcg_line(c, scope, "%s[part] = kiln_lanes_%s(%s);", pq[q], r[q].name, acc[q]);
+  }
+  kcg_line(c, scope, "if (__atomic_add_fetch(&tcount[i], 1u, __ATOMIC_ACQ_REL) != %lldu) continue;",
+           (long long)sp->parts);
+  kcg_line(c, scope, "__atomic_store_n(&tcount[i], 0u, __ATOMIC_RELAXED);");
+  for (int q = 0; q < n; q++) {
+    const char *res = kcg_fresh(c, "acc"), *p = kcg_fresh(c, "p");
+    kcg_line(c, scope, "%s %s = %s;", r[q].ctype, res, r[q].identity);
+    kcg_line(c, scope, "for (kiln_i64 %s = 0; %s < %lld; ++%s) %s = %s(%s, %s[%s]);", p, p,
+             (long long)sp->parts, p, res, r[q].combine, res, pq[q], p);
+    out[q] = kcg_term_make(res, scope);
+  }
+}
+
+/* The work items w = i * parts + part of a split group. */
+static void kcg_c_split_items(kcg_ctx *c, kcg_c_split *sp) {
+  kcg_line(c, 0, "kiln_u32 *const tcount = (kiln_u32 *)args.ptr[%d];", sp->slot);
+  kcg_line(c, 0, "unsigned char *const tpart = (unsigned char *)args.ptr[%d] + %lld;", sp->slot,
+           (long long)sp->counter_bytes);
+  sp->scope = kcg_scope_open(
+      c, 0,
+      kcg_strf(c, "for (kiln_i64 w = begin; w < end; ++w) {\n"
+               "  const kiln_i64 i = w / %lld, part = w %% %lld;",
+               (long long)sp->parts, (long long)sp->parts),
+      "}");
+  c->skel = sp;
+  c->reduce = kcg_c_split_reduce;
+  kcg_term it = kcg_term_make("i", sp->scope);
+  for (int k = 0; k < c->g->n_out; k++) {
+    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
+    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
+  }
+  kcg_scope_close(c, sp->scope);
+}
+
 /* Row values several passes read stay in stack arrays of one row. */
 static bool kcg_c_row_cache_fits(const kcg_ctx *c, int64_t length) {
   int n = 0;
@@ -187,12 +308,17 @@ static void kcg_c_rows(kcg_ctx *c, kcg_c_row *row) {
 
 kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
   kcg_c_row row;
+  kcg_c_split split;
   memset(&row, 0, sizeof row);
+  memset(&split, 0, sizeof split);
   c->idx_type = "kiln_i64";
   c->reduce = c->g->kind == KFUSE_ROW ? kcg_c_row_reduce : kcg_c_reduce;
   int64_t loop_row = c->g->kind == KFUSE_LOOP ? kcg_c_loop_rows(c) : 0;
+  bool split_on = kcg_c_split_plan(c, &split);
   if (c->g->kind == KFUSE_ROW)
     kcg_c_rows(c, &row);
+  else if (split_on)
+    kcg_c_split_items(c, &split);
   else
     kcg_c_items(c, loop_row);
   c->skel = NULL;
@@ -209,6 +335,11 @@ kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
   }
   out->block_threads = 1;
   out->items_per_block = 1;
+  if (split_on) {
+    out->n_items *= split.parts;
+    out->split = (int)split.parts;
+    out->scratch_bytes = split.counter_bytes + (int64_t)(c->set_start[1] - c->set_start[0]) * split.partial_bytes;
+  }
   kcg_buf_add(&out->text, "{\n");
   kcg_declare_args(c, &out->text);
   kcg_buf_add(&out->text, "  const kiln_fpmode fpmode = kiln_flush_denormals();\n");

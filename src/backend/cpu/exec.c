@@ -35,6 +35,7 @@ typedef struct kcpu_step {
   char *source;
   int64_t min_chunk;
   int64_t n_items; /* the kernel's work items (rows, for a LOOP run as rows) */
+  size_t scratch_bytes; /* a split reduction's counters and partials, zeroed per call */
 } kcpu_step;
 
 struct kdev_exec {
@@ -109,6 +110,7 @@ static void kcpu_exec_free(kdev_exec *x) {
 }
 
 static int64_t kcpu_min_chunk(const kcg_kernel *k) {
+  if (k->split > 1) return 1; /* each work item is a share of a long reduction */
   int64_t per_item = k->row_length > 0 ? k->row_length : 1;
   int64_t chunk = KCPU_MIN_CHUNK_ELEMENTS / per_item;
   return chunk > 0 ? chunk : 1;
@@ -153,6 +155,7 @@ static kiln_status kcpu_step_build(kcpu_state *s, const kdev_build *b, const kfu
     step->fn = (kcg_c_kernel_fn)sym;
     step->min_chunk = kcpu_min_chunk(&k);
     step->n_items = k.n_items;
+    step->scratch_bytes = (size_t)k.scratch_bytes;
     step->source = k.source;
     k.source = NULL;
   }
@@ -256,7 +259,16 @@ static kiln_status kcpu_run_kernel(const kcpu_run *r, const kcpu_step *s) {
   kcpu_launch l = {.fn = s->fn};
   for (int i = 0; i < g->n_in; i++) l.args.ptr[i] = kcpu_addr(r, g->in[i]);
   for (int i = 0; i < g->n_out; i++) l.args.ptr[g->n_in + i] = kcpu_addr(r, g->out[i]);
-  return kcpu_pool_parallel_for(r->x->pool, 0, s->n_items, s->min_chunk, kcpu_launch_range, &l);
+  void *scratch = NULL;
+  if (s->scratch_bytes && !(scratch = calloc(1, s->scratch_bytes)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY,
+                      "execute: out of host memory for %zu bytes of reduction scratch",
+                      s->scratch_bytes);
+  if (scratch) l.args.ptr[g->n_in + g->n_out] = scratch; /* see kcg_kernel.scratch_bytes */
+  kiln_status st =
+      kcpu_pool_parallel_for(r->x->pool, 0, s->n_items, s->min_chunk, kcpu_launch_range, &l);
+  free(scratch);
+  return st;
 }
 
 /* Program outputs the plan did not write in place: inputs, constants and

@@ -668,6 +668,7 @@ typedef struct kcuda_step {
   char what[112]; /* "jit(f) step 3 (kernel kiln_loop_2)", for messages and the fault trail */
   kcuda_kernel kernel;
   unsigned grid, block;
+  kdev_buffer scratch; /* a split reduction's counters and partials (kcg_kernel.scratch_bytes) */
   int node;        /* its node in the graph, -1 when it queues nothing (no work) */
   kcuda_gemm gemm; /* GEMM */
   kcuda_gemm_op *gemm_op;
@@ -713,7 +714,7 @@ kiln_status kcuda_x_compile(kdev_exec *x, const kcore_config *config, kcache *ca
                             const kcg_kernel *k, const void **cubin);
 /* exec_steps.c */
 CUdeviceptr kcuda_x_addr(const kcuda_x_call *r, kir_vid v);
-void kcuda_step_args(const kcuda_x_call *r, const kfuse_group *g, kiln_kernel_args *a);
+void kcuda_step_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
 kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long long *range,
                                void **params);
 void kcuda_step_gemm_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);

@@ -9,11 +9,31 @@
 #include "codegen/codegen.h"
 #include "fuse/fuse.h"
 
+/* A split kernel's blocks come in groups of k->split (one group per tile
+ * of items), so the grid is a whole number of groups, at least one. */
 static unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k) {
   int64_t need = (k->n_items + k->items_per_block - 1) / k->items_per_block;
+  int64_t split = k->split > 1 ? k->split : 1;
   int64_t cap = (int64_t)(dev->info.multiprocessors > 0 ? dev->info.multiprocessors : 1) *
-                KCUDA_BLOCKS_PER_SM;
-  return (unsigned)(need < 1 ? 1 : need < cap ? need : cap);
+                KCUDA_BLOCKS_PER_SM / split;
+  if (cap < 1) cap = 1;
+  return (unsigned)((need < 1 ? 1 : need < cap ? need : cap) * split);
+}
+
+/* A split kernel's scratch: zeroed once here, left zero by every call
+ * (calls of one executable run one after another on its compute stream). */
+static kiln_status kcuda_step_scratch(kdev_exec *x, kcuda_step *s, const kcg_kernel *k) {
+  size_t nb = (size_t)k->scratch_bytes;
+  if (!nb) return KILN_OK;
+  void *zeros = calloc(1, nb);
+  if (!zeros)
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "fuse: out of host memory for %zu bytes of %s's "
+                      "reduction scratch", nb, k->name);
+  kiln_status st = x->dev->ops->alloc(x->dev, nb, &s->scratch);
+  if (!st) st = x->dev->ops->upload(x->dev, &s->scratch, zeros, nb, KDEV_COPY_STAGED);
+  if (!st) st = x->dev->ops->wait(x->dev, &s->scratch);
+  free(zeros);
+  return st;
 }
 
 kiln_status kcuda_gemm_desc_of_group(const kir_program *p, const kfuse_group *g,
@@ -88,6 +108,7 @@ static kiln_status kcuda_step_load(kdev_exec *x, kcuda_step *s, kcg_kernel *k, c
   kcuda_leave(d);
   if (st) return st;
   s->kind = KCUDA_STEP_KERNEL;
+  if ((st = kcuda_step_scratch(x, s, k))) return st;
   s->grid = kcuda_x_grid(x->dev, k);
   s->block = (unsigned)k->block_threads;
   s->name = k->name;
@@ -157,6 +178,8 @@ static void kcuda_x_free(kdev_exec *x) {
     free(x->steps[i].source);
   }
   if (entered) kcuda_leave(d);
+  for (int i = 0; i < x->n_steps; i++)
+    if (x->steps[i].scratch.ptr) x->dev->ops->release(x->dev, &x->steps[i].scratch);
   for (int v = 0; x->const_dev && v < x->plan->n_places; v++)
     if (x->const_dev[v].ptr) x->dev->ops->release(x->dev, &x->const_dev[v]);
   if (x->arena.ptr) x->dev->ops->release(x->dev, &x->arena);

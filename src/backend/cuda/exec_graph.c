@@ -28,7 +28,7 @@ static kiln_status kcuda_x_node_capture(void *user, CUstream stream) {
 /* The addresses step s's node holds for this call. */
 static void kcuda_step_node_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a) {
   if (s->kind == KCUDA_STEP_KERNEL)
-    kcuda_step_args(r, s->g, a);
+    kcuda_step_args(r, s, a);
   else
     kcuda_step_gemm_args(r, s, a);
 }

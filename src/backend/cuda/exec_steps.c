@@ -25,12 +25,14 @@ CUdeviceptr kcuda_x_addr(const kcuda_x_call *r, kir_vid v) {
   }
 }
 
-void kcuda_step_args(const kcuda_x_call *r, const kfuse_group *g, kiln_kernel_args *a) {
+void kcuda_step_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a) {
+  const kfuse_group *g = s->g;
   memset(a, 0, sizeof *a);
   for (int i = 0; i < g->n_in - g->n_in_literals; i++)
     a->ptr[i] = (void *)(uintptr_t)kcuda_x_addr(r, g->in[i]);
   for (int i = 0; i < g->n_out; i++)
     a->ptr[g->n_in + i] = (void *)(uintptr_t)kcuda_x_addr(r, g->out[i]);
+  if (s->scratch.ptr) a->ptr[g->n_in + g->n_out] = (void *)s->scratch.ptr;
 }
 
 /* The launch of step s with arguments a; begin/end must outlive it. */
@@ -49,7 +51,7 @@ kiln_status kcuda_step_kernel(const kcuda_x_call *r, const kcuda_step *s) {
   kiln_kernel_args a;
   long long range[2];
   void *params[3];
-  kcuda_step_args(r, s->g, &a);
+  kcuda_step_args(r, s, &a);
   kcuda_launch l = kcuda_step_launch(s, &a, range, params);
   return kcuda_launch_kernel(r->d, r->d->compute, &l);
 }
