@@ -6,7 +6,13 @@
  * proves: each comes from replicated state and pmean'd values). Batches
  * whose size the device count does not divide are refused by the trainer;
  * it drops the last partial batch of an epoch as the one-device trainer
- * does. */
+ * does.
+ *
+ * Evaluation is flax's pad_shard_unpad(pmap(eval)): params pass through
+ * unmapped (static argument 0, in_axes None), x and y are padded with zero
+ * rows to a multiple of the device count and split over the devices, and
+ * the per-example losses and hits come back cut to the batch, so padded
+ * rows never reach the sums. */
 #include "dp.h"
 
 #include <stdlib.h>
@@ -91,4 +97,29 @@ void dp_step_free(dp_step *d) {
   kiln_func_free(d->body);
   kiln_mesh_free(d->mesh);
   memset(d, 0, sizeof *d);
+}
+
+kiln_status dp_eval_new(kiln_ctx *ctx, model *m, int n_devices, dp_eval *out) {
+  memset(out, 0, sizeof *out);
+  const int in_axes[3] = {KILN_PMAP_NONE, 0, 0};
+  kiln_pad_shard_unpad_options o; /* static argnums {0}, flax's default: params */
+  kiln_pad_shard_unpad_options_init(&o);
+  o.ndevices = n_devices;
+  kiln_device **devs = calloc((size_t)n_devices, sizeof *devs);
+  kiln_status s = devs ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+  for (int i = 0; !s && i < n_devices; i++) s = kiln_device_get(ctx, i, &devs[i]);
+  o.devices = devs;
+  if (!s) s = kiln_pmap(ctx, m->eval_f, kAxis, 3, in_axes, 0, n_devices, devs, &out->pm);
+  if (!s) s = kiln_jit_new(ctx, out->pm, NULL, &out->jit);
+  if (!s) s = kiln_pad_shard_unpad(ctx, kiln_apply_jit, out->jit, &o, &out->padded);
+  free(devs);
+  if (s) dp_eval_free(out);
+  return s;
+}
+
+void dp_eval_free(dp_eval *e) {
+  kiln_padded_free(e->padded);
+  kiln_jit_free(e->jit);
+  kiln_func_free(e->pm);
+  memset(e, 0, sizeof *e);
 }

@@ -1,5 +1,6 @@
-/* The data-parallel train step: the model's step under shard_map over a
- * one-axis mesh "data" of the context's first n devices. */
+/* The data-parallel train step (the model's step under shard_map over a
+ * one-axis mesh "data" of the context's first n devices) and evaluation
+ * (the model's eval under pmap, wrapped by pad_shard_unpad). */
 #ifndef KILN_EXAMPLE_TRAIN_DP_H
 #define KILN_EXAMPLE_TRAIN_DP_H
 
@@ -22,5 +23,18 @@ typedef struct dp_step {
 kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replicas,
                         dp_step *out);
 void dp_step_free(dp_step *d);
+
+/* flax's evaluation pattern: eval pmapped over the first n devices with
+ * params unmapped, wrapped by kiln_pad_shard_unpad so that a test batch of
+ * any size is padded to a multiple of n, sharded, and its per-example
+ * results cut back to the batch. */
+typedef struct dp_eval {
+  kiln_func *pm;
+  kiln_jit *jit;
+  kiln_padded *padded; /* padded(params, x u8[b,F], y u8[b]) -> (loss[b], right[b]) */
+} dp_eval;
+
+kiln_status dp_eval_new(kiln_ctx *ctx, model *m, int n_devices, dp_eval *out);
+void dp_eval_free(dp_eval *e);
 
 #endif

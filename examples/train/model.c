@@ -106,14 +106,14 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
       4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss), kiln_tree_val(acc)});
 }
 
-/* eval(params, x, y) -> (sum of losses, number correct) */
+/* eval(params, x, y) -> (loss of each example, 1.0 where it is classified
+ * right): per example, so that rows padded by pad_shard_unpad are cut off
+ * before the host sums them. */
 static kiln_tree *eval_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
   kiln_val *y = kiln_convert(t, kiln_arg(args, 2), KILN_I32);
   kiln_val *logits = forward(t, m, kiln_tree_child(args, 0), pixels(t, kiln_arg(args, 1)));
-  kiln_val *out[2] = {
-      kiln_sum(t, kiln_nn_softmax_cross_entropy(t, logits, y), KILN_ALL_AXES, NULL, 0),
-      kiln_sum(t, correct(t, logits, y), KILN_ALL_AXES, NULL, 0)};
+  kiln_val *out[2] = {kiln_nn_softmax_cross_entropy(t, logits, y), correct(t, logits, y)};
   return kiln_tuple_of(2, out);
 }
 
@@ -142,7 +142,6 @@ kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_s
       (s = kiln_func_new(split_fn, m, "key_split", &m->split_f)) ||
       (s = kiln_jit_new(ctx, m->init_f, NULL, &m->init)) ||
       (s = kiln_jit_new(ctx, m->step_f, &step_opts, &m->step)) ||
-      (s = kiln_jit_new(ctx, m->eval_f, NULL, &m->eval)) ||
       (s = kiln_jit_new(ctx, m->split_f, NULL, &m->split))) {
     model_free(m);
     return s;
@@ -153,7 +152,6 @@ kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_s
 void model_free(model *m) {
   kiln_jit_free(m->init);
   kiln_jit_free(m->step);
-  kiln_jit_free(m->eval);
   kiln_jit_free(m->split);
   kiln_func_free(m->split_f);
   kiln_func_free(m->eval_f);

@@ -17,9 +17,10 @@ typedef struct model {
   /* init(key) -> (params, opt_state)
    * step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state, loss, accuracy),
    *   params and opt_state donated
-   * eval(params, x, y) -> (sum of losses, number correct)
+   * eval(params, x, y) -> (loss of each example f32[B], 1 where right f32[B]),
+   *   jitted by dp.c under pmap and pad_shard_unpad
    * split(key) -> u32[2,2] */
-  kiln_jit *init, *step, *eval, *split;
+  kiln_jit *init, *step, *split;
 } model;
 
 /* widths: inputs, hidden..., classes (n_layers + 1 entries). */

@@ -1,8 +1,9 @@
 /* The training loop: data, keys, jitted steps, evaluation, checkpoints and
  * metrics. Params live on the context's first device; with --devices N the
  * step is dp.c's shard_map, which splits each batch over N devices and
- * keeps params and optimizer state replicated. Evaluation and key splits
- * run on the first device. */
+ * keeps params and optimizer state replicated. Evaluation runs over the
+ * same devices through pad_shard_unpad (dp.c); key splits run on the first
+ * device. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
@@ -136,8 +137,24 @@ static kiln_status split_key(model *m, kiln_device *dev, uint32_t key[2], uint32
   return KILN_OK;
 }
 
-/* The test set in batches of eval_batch, the last one partial. */
-static kiln_status evaluate(model *m, kiln_device *dev, const kiln_tree *params,
+/* Test rows per evaluation call: on purpose not a multiple of 2, 4 or 8,
+ * so that pad_shard_unpad pads every call on a multi-device run, as flax's
+ * examples evaluate a test set that does not split over the devices. */
+enum { kEvalBatch = 999 };
+
+/* The sum of the first n floats of a result leaf. */
+static kiln_status sum_leaf(const kiln_tree *t, int64_t n, double *sum) {
+  float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  kiln_status s = v ? read_leaf(t, v, (size_t)n * sizeof *v) : KILN_ERR_OUT_OF_MEMORY;
+  for (int64_t i = 0; !s && i < n; i++) *sum += v[i];
+  free(v);
+  return s;
+}
+
+/* The test set in batches of eval_batch, the last one partial, each
+ * through pad_shard_unpad (dp.c): a batch the devices do not divide is
+ * padded, and only its own rows are summed. */
+static kiln_status evaluate(kiln_padded *eval, kiln_device *dev, const kiln_tree *params,
                             const dataset *test, int64_t eval_batch, double *loss,
                             double *accuracy) {
   int64_t n = test->x.shape[0], batches = kiln_batch_count(n, eval_batch, 0);
@@ -150,13 +167,10 @@ static kiln_status evaluate(model *m, kiln_device *dev, const kiln_tree *params,
         !(s = kiln_host_data_batch(&test->y, NULL, eval_batch, b, &by))) {
       args = kiln_tree_tuple(
           3, (kiln_tree *[]){kiln_tree_clone(params), host_leaf(dev, &bx), host_leaf(dev, &by)});
-      s = args ? kiln_jit_call(m->eval, args, &out) : KILN_ERR_ARGUMENT;
+      s = args ? kiln_padded_call(eval, args, &out) : KILN_ERR_ARGUMENT;
     }
-    float v[2] = {0, 0};
-    if (!s) s = read_leaf(kiln_tree_child(out, 0), &v[0], 4);
-    if (!s) s = read_leaf(kiln_tree_child(out, 1), &v[1], 4);
-    loss_sum += v[0];
-    correct += v[1];
+    if (!s) s = sum_leaf(kiln_tree_child(out, 0), by.shape[0], &loss_sum);
+    if (!s) s = sum_leaf(kiln_tree_child(out, 1), by.shape[0], &correct);
     kiln_tree_free(out);
     kiln_tree_free(args);
     kiln_host_data_free(&bx);
@@ -263,6 +277,7 @@ typedef struct run {
   dataset train, test;
   model m;
   dp_step dp; /* devices > 1 */
+  dp_eval eval;
   train_state st;
   FILE *metrics;
   int64_t *order;
@@ -312,6 +327,8 @@ static kiln_status setup(run *r, train_summary *sum) {
   if (cfg->devices > 1 &&
       (s = dp_step_new(r->ctx, &r->m, cfg->devices, cfg->check_replicas, &r->dp)))
     return fail(s, "building the data-parallel step over %d devices", cfg->devices);
+  if ((s = dp_eval_new(r->ctx, &r->m, cfg->devices, &r->eval)))
+    return fail(s, "building the evaluation over %d devices", cfg->devices);
 
   /* key, init_key = jax.random.split(jax.random.PRNGKey(seed)) */
   uint32_t init_key[2];
@@ -390,7 +407,7 @@ static kiln_status train_loop(run *r, train_summary *sum) {
       }
     }
     if (st->step % spe == 0) memcpy(st->key, next_key, sizeof next_key); /* epoch done */
-    if ((s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
+    if ((s = evaluate(r->eval.padded, r->dev, st->params, &r->test, kEvalBatch, &sum->test_loss,
                       &sum->test_accuracy)))
       return s;
     evaluated = 1;
@@ -408,8 +425,8 @@ static kiln_status train_loop(run *r, train_summary *sum) {
     st->time = time_before;
     if (s) return s;
   }
-  if (!evaluated && (s = evaluate(&r->m, r->dev, st->params, &r->test, 4 * bs, &sum->test_loss,
-                                  &sum->test_accuracy)))
+  if (!evaluated && (s = evaluate(r->eval.padded, r->dev, st->params, &r->test, kEvalBatch,
+                                  &sum->test_loss, &sum->test_accuracy)))
     return s;
   sum->steps = st->step;
   sum->seconds = p.run_seconds;
@@ -431,6 +448,7 @@ kiln_status train_run(const train_config *cfg, train_summary *summary) {
   kiln_tree_free(r.st.params);
   kiln_tree_free(r.st.opt_state);
   dp_step_free(&r.dp);
+  dp_eval_free(&r.eval);
   if (r.m.init_f) model_free(&r.m);
   dataset_free(&r.train);
   dataset_free(&r.test);
