@@ -3,8 +3,10 @@
 // the per-step losses equal the one-device trainer's on the same global
 // batches, the parameters stay identical on both devices after every step,
 // and the losses and accuracies equal those of the same step under
-// jax.shard_map on 2 CPU devices (tests/golden/train_dp.py). A batch that
-// does not split over the devices is refused.
+// jax.shard_map on 2 CPU devices (tests/golden/train_dp.py). The test set
+// (201 images) is evaluated through pad_shard_unpad, which pads it on 2
+// devices: its loss and accuracy equal the one-device evaluation's. A batch
+// that does not split over the devices is refused.
 #include "test_train_support.h"
 
 namespace {

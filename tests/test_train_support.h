@@ -22,7 +22,7 @@
 
 namespace train_test {
 
-constexpr int kSide = 8, kClasses = 10, kTrain = 640, kTest = 200, kBatch = 32;
+constexpr int kSide = 8, kClasses = 10, kTrain = 640, kTest = 201, kBatch = 32;
 constexpr int kStepsPerEpoch = kTrain / kBatch, kEpochs = 2;
 
 // An IDX file: magic 0 0 type rank, big-endian dimensions, the bytes.
