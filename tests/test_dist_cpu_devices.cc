@@ -1,6 +1,7 @@
 // Virtual CPU devices share the machine: each of N devices gets its share of
 // the cores for its own worker pool and reports it, and running programs on
 // every device starts no more threads than those shares add up to.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
@@ -46,6 +47,16 @@ TEST_F(DistCpuDevices, EachDeviceReportsItsShareOfTheCores) {
   }
   EXPECT_EQ(total, std::max(cores, n_)) << cores << " cores, " << n_ << " devices";
   EXPECT_LE(hi - lo, 1);  // shares as even as the count allows
+}
+
+// The host BLAS's own thread pool (OpenBLAS: one per process) is capped to
+// a device's share, since every device thread may call it at once; unless
+// the user sized it with OPENBLAS_NUM_THREADS or the BLAS is not OpenBLAS.
+TEST_F(DistCpuDevices, TheBlasPoolIsCappedToADevicesShare) {
+  auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (!get || getenv("OPENBLAS_NUM_THREADS") || n_ < 2)
+    GTEST_SKIP() << "not OpenBLAS, sized by the user, or one device";
+  EXPECT_LE(get(), std::max(1, Cores() / n_)) << Cores() << " cores, " << n_ << " devices";
 }
 
 // One device gets every core.

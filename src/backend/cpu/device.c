@@ -7,7 +7,8 @@
  * page fault and a zeroed page per 4 KiB when written again, which for a
  * program called in a loop (a new output of the same size every call) cost
  * more than the kernel writing it. */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -207,6 +208,20 @@ static void kcpu_fill_info(kiln_device *dev, int index, int n, int cores, uint64
   info->total_memory = limit ? limit : kcpu_host_memory();
 }
 
+/* The host BLAS runs its GEMMs on its own threads, one pool for the whole
+ * process. With n devices each device thread calls it at once, so a pool
+ * sized for every core runs n times too many threads, and OpenBLAS's
+ * spinning workers (sched_yield) then took more time than its GEMMs on 2
+ * devices of 2 cores. The pool is capped to the smallest device share when
+ * the BLAS is OpenBLAS (looked up, so any other CBLAS links too) and the
+ * user did not size it with OPENBLAS_NUM_THREADS. */
+static void kcpu_share_blas_threads(int share) {
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
+  void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+  if (set && get && get() > share) set(share);
+}
+
 kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   int n = config->opts.num_cpu_devices;
   uint64_t limit = config->opts.cpu_device_memory;
@@ -227,6 +242,7 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
     devs[i].ops = &kcpu_ops;
     kcpu_fill_info(&devs[i], i, n, cores, limit);
   }
+  if (n > 1) kcpu_share_blas_threads(cores / n > 0 ? cores / n : 1);
   b->devices = devs;
   b->num_devices = n;
   b->kind = KILN_BACKEND_CPU;
