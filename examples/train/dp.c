@@ -20,6 +20,16 @@
 
 static const char kAxis[] = "data";
 
+/* The context's first n devices, in a new array (free it). */
+static kiln_status first_devices(kiln_ctx *ctx, int n, kiln_device ***out) {
+  kiln_device **devs = calloc((size_t)n, sizeof *devs);
+  kiln_status s = devs ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+  for (int i = 0; !s && i < n; i++) s = kiln_device_get(ctx, i, &devs[i]);
+  if (s) free(devs);
+  *out = s ? NULL : devs;
+  return s;
+}
+
 /* max over devices minus min over devices, largest over the leaves of a
  * tree of f32 values; NULL with the trace failed. */
 static kiln_val *spread(kiln_trace *t, const kiln_tree *tree, kiln_val *acc) {
@@ -73,9 +83,8 @@ kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replic
   kiln_tree *ins = NULL, *outs = NULL;
   kiln_pspec *ps[2] = {NULL, NULL};
   const kiln_func *body = m->step_f;
-  kiln_device **devs = calloc((size_t)n_devices, sizeof *devs);
-  kiln_status s = devs ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
-  for (int i = 0; !s && i < n_devices; i++) s = kiln_device_get(ctx, i, &devs[i]);
+  kiln_device **devs = NULL;
+  kiln_status s = first_devices(ctx, n_devices, &devs);
   if (!s) s = kiln_mesh_new(ctx, 1, shape, names, devs, &out->mesh);
   free(devs);
   if (!s && check_replicas && !(s = kiln_func_new(checked_step, m, "checked_step", &out->body)))
@@ -105,9 +114,8 @@ kiln_status dp_eval_new(kiln_ctx *ctx, model *m, int n_devices, dp_eval *out) {
   kiln_pad_shard_unpad_options o; /* static argnums {0}, flax's default: params */
   kiln_pad_shard_unpad_options_init(&o);
   o.ndevices = n_devices;
-  kiln_device **devs = calloc((size_t)n_devices, sizeof *devs);
-  kiln_status s = devs ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
-  for (int i = 0; !s && i < n_devices; i++) s = kiln_device_get(ctx, i, &devs[i]);
+  kiln_device **devs = NULL;
+  kiln_status s = first_devices(ctx, n_devices, &devs);
   o.devices = devs;
   if (!s) s = kiln_pmap(ctx, m->eval_f, kAxis, 3, in_axes, 0, n_devices, devs, &out->pm);
   if (!s) s = kiln_jit_new(ctx, out->pm, NULL, &out->jit);
