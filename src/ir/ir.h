@@ -507,6 +507,9 @@ int64_t kir_window_source(const kir_window_geom *g, int d, int64_t o, int64_t k)
 
 /* ---- helpers for the rules (rules.c) ---- */
 
+/* Whether v is one of d's entries (shape_ops.c). */
+bool kir_dims_contains(const kir_dims *d, int v);
+
 /* dtype classes, as lax's accepted-dtype sets */
 enum {
   KIR_DT_BOOL = 1u << 0,
