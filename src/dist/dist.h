@@ -107,6 +107,24 @@ kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *a
 /* KILN_COLLECTIVE_TIMEOUT in seconds (a positive number), else 300. */
 double kdist_collective_timeout(void);
 
+/* Device `coords`' shard of global (split by spec, of type shard) when it
+ * is one contiguous run of global's memory: *data points at it (no copy). */
+bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                      const kir_buffer *global, const kir_aval *shard, void **data);
+
+/* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
+typedef struct kdist_workers kdist_workers;
+typedef void (*kdist_work_fn)(void *arg, int i);
+/* n threads besides the caller's. */
+kiln_status kdist_workers_new(int n, kdist_workers **out);
+void kdist_workers_free(kdist_workers *w); /* NULL is allowed */
+/* fn(arg, i) for i in 0..n-1 concurrently, 0 on the calling thread; returns
+ * when all have returned. With w NULL, busy or too small, threads of the
+ * call's own; an index whose thread cannot start goes to skip instead (and
+ * the call fails). */
+kiln_status kdist_workers_run(kdist_workers *w, int n, kdist_work_fn fn, kdist_work_fn skip,
+                              void *arg);
+
 /* A body split for lockstep execution: the equations between two
  * collectives as one program compiled for every device, and each
  * collective (axis_index too) as a step of its own. */
