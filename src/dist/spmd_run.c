@@ -94,16 +94,6 @@ typedef struct spmd_state {
 
 /* ---- groups ---- */
 
-kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
-  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), kir_collective_axes(e, NULL), m, na, ax);
-  for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
-    for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
-      int t = ax[k];
-      ax[k] = ax[k - 1], ax[k - 1] = t;
-    }
-  return st;
-}
-
 static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
   for (int i = 0; i < r->n_sets; i++)
     if (r->sets[i].na == na && !memcmp(r->sets[i].ax, ax, (size_t)na * sizeof *ax)) return &r->sets[i];
@@ -133,13 +123,6 @@ static kiln_status add_set(spmd_run *r, int na, const int *ax) {
     if (st) return st;
   }
   return KILN_OK;
-}
-
-double kdist_collective_timeout(void) {
-  const char *v = getenv("KILN_COLLECTIVE_TIMEOUT");
-  char *end;
-  double x = v && *v ? strtod(v, &end) : 0;
-  return v && *v && !*end && x > 0 ? x : KCPU_COLL_DEFAULT_TIMEOUT_S;
 }
 
 typedef struct scan_state {
@@ -496,6 +479,8 @@ static kiln_status frame_bind(spmd_frame *f, int64_t d, size_t k, const kir_buff
   return KILN_OK;
 }
 
+/* Runs the frame's call; in and out are the global values, or NULL where
+ * every device's buffers are bound already. */
 static kiln_status frame_run(spmd_frame *f, const spmd_state *state, const kir_eval_env *env,
                              const kir_eqn *e, body_entry *entry, const kir_buffer *in,
                              kir_buffer *out) {
@@ -510,7 +495,7 @@ static kiln_status frame_run(spmd_frame *f, const spmd_state *state, const kir_e
       dr->x = entry->x[d], dr->ops = state->ctx->be.exec;
       entry->slots[d].cur = dr;
     }
-    for (size_t k = 0; !st && k < f->nio; k++)
+    for (size_t k = 0; !st && in && k < f->nio; k++)
       st = frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
   }
   if (!st) st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, device_main,
@@ -521,7 +506,7 @@ static kiln_status frame_run(spmd_frame *f, const spmd_state *state, const kir_e
       if (f->devs[d].st && (pass || f->devs[d].st != KILN_ERR_COLLECTIVE))
         st = kcore_fail(f->devs[d].st, "shard_map over %s: %s", e->params.shard_map.mesh,
                         f->devs[d].msg);
-  for (int k = 0; !st && k < body->n_outvars; k++)
+  for (int k = 0; !st && in && k < body->n_outvars; k++)
     for (int64_t d = 0; d < f->run.n; d++) {
       const kir_spec *spec = &f->specs[n_in + k];
       if (kir_shard_writes_back(&f->run.m, f->devs[d].coord, spec) &&
@@ -540,34 +525,49 @@ static kiln_status workers_get(spmd_state *s) {
   return st;
 }
 
-static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
-                                          void *ctx) {
-  const kir_eval_env *env = ctx;
-  spmd_state *state = env->user;
-  if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
+/* Binds each device's buffers (from the global in/out, or from the shards
+ * themselves: local) and runs the call on the entry's frame, or on one of
+ * its own for bodies on the reference evaluators. */
+static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const kir_eqn *e,
+                            const kir_buffer *in, kir_buffer *out, void *const *local) {
   const kir_p_shard_map *p = &e->params.shard_map;
   kir_mesh m;
   kiln_status st = kir_mesh_parse("shard_map", p->mesh, &m);
   pthread_once(&device_once, device_table_build);
   body_entry *entry = NULL;
+  spmd_frame *f = NULL;
   if (!st) st = entry_get(state, e, in, out, m.n_devices, &entry);
   if (!st && state) st = workers_get(state);
   if (st) return st;
-  if (!entry) { /* the reference evaluators: a frame for this call */
-    spmd_frame *f = NULL;
-    if (!(st = frame_new(p, &f))) st = frame_run(f, state, env, e, NULL, in, out);
-    frame_free(f);
-    return st;
-  }
-  pthread_mutex_lock(&entry->run_mu);
-  if (!entry->frame) st = frame_new(p, &entry->frame);
-  if (!st) st = frame_run(entry->frame, state, env, e, entry, in, out);
-  if (st) { /* its groups may be broken: the next call builds them again */
-    frame_free(entry->frame);
-    entry->frame = NULL;
-  }
-  pthread_mutex_unlock(&entry->run_mu);
+  if (entry) pthread_mutex_lock(&entry->run_mu);
+  if (entry && entry->frame) f = entry->frame;
+  else st = frame_new(p, &f);
+  if (entry && !st) entry->frame = f;
+  for (size_t i = 0; !st && local && i < (size_t)m.n_devices * f->nio; i++)
+    f->bufs[i].data = local[i];
+  if (!st) st = frame_run(f, state, env, e, entry, local ? NULL : in, local ? NULL : out);
+  if (entry && st) entry->frame = NULL; /* its groups may be broken: build them again */
+  if (!entry || st) frame_free(f);
+  if (entry) pthread_mutex_unlock(&entry->run_mu);
   return st;
+}
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  spmd_state *state = env->user;
+  if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
+  return run_call(state, env, e, in, out, NULL);
+}
+
+kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const kir_eqn *e,
+                                 const kir_buffer *in, kir_buffer *out, void *const *local) {
+  spmd_state *state = ctx->spmd_state;
+  if (!state || state->lockstep)
+    return kcore_fail(KILN_ERR_INTERNAL, "shard_map: no CPU runner for a call over its shards");
+  kir_eval_env own = *env;
+  own.table = &state->table, own.user = state;
+  return run_call(state, &own, e, in, out, local);
 }
 
 kiln_status kdist_spmd_install(kiln_ctx *ctx) {
