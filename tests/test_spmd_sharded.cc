@@ -195,4 +195,42 @@ TEST_F(SpmdSharded, APlainOperandIsLaidOutAsItsInSpec) {
   for (kiln_array *a : {w0, y0, w, x, out[0], out[1]}) kiln_array_release(a);
 }
 
+kiln_tree *PsumI(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_tree_val(kiln_psum(t, kiln_arg(args, 0), "i"));
+}
+
+// A psum of many elements (the CPU rendezvous splits the reduction over the
+// participants, a part each): every element, a length that does not divide.
+TEST_F(SpmdSharded, ALargePsumAgreesOnEveryElement) {
+  const int64_t len = 5001;
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(PsumI, nullptr, "psum", &f), KILN_OK);
+  kiln_pspec *split = nullptr, *rep = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("i", &split), KILN_OK);
+  ASSERT_EQ(kiln_pspec_parse("", &rep), KILN_OK);
+  kiln_tree *in_leaf = kiln_tree_ptr(split);
+  kiln_tree *ins = kiln_tree_tuple(1, &in_leaf), *outs = kiln_tree_ptr(rep);
+  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+  kiln_tree_free(ins), kiln_tree_free(outs);
+  kiln_pspec_free(split), kiln_pspec_free(rep);
+  std::vector<float> v((size_t)(n_ * len));
+  for (size_t i = 0; i < v.size(); i++) v[i] = (float)((i * 7) % 13) - 6;  // sums are exact
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, sm, nullptr, &j), KILN_OK);
+  for (bool sharded : {false, true}) {
+    kiln_array *x = Put(v, {n_ * len}, sharded ? Named(mesh_, "i") : nullptr), *y = nullptr;
+    ASSERT_EQ(kiln_jit_call_arrays(j, 1, &x, 1, &y), KILN_OK) << kiln_last_error();
+    std::vector<float> got = ToHost(y);
+    ASSERT_EQ(got.size(), (size_t)len);
+    for (int64_t e = 0; e < len; e++) {
+      float want = 0;
+      for (int64_t d = 0; d < n_; d++) want += v[(size_t)(d * len + e)];
+      ASSERT_EQ(got[(size_t)e], want) << "element " << e << (sharded ? " (sharded)" : "");
+    }
+    kiln_array_release(x), kiln_array_release(y);
+  }
+  kiln_jit_free(j);
+  kiln_func_free(sm), kiln_func_free(f);
+}
+
 }  // namespace
