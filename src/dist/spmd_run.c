@@ -1,5 +1,7 @@
 /* Running a shard_map on the CPU virtual devices: one thread per device of
- * the mesh, each running the body on its own shards through its own
+ * the mesh (the context's persistent workers, spmd_workers.c; the caller
+ * is device 0), each running the body on its own shards (views of the
+ * global buffers where a shard is one run of them) through its own
  * executable (the body compiled once per device and cached by its text; the
  * kernel cache shares the kernels), the collectives being OPAQUE steps that
  * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
@@ -280,9 +282,6 @@ static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in
 
 static kir_eval_table device_table;
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
-
-static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
-                                          void *ctx);
 
 static void device_table_build(void) {
   device_table = *kir_reference_evals();
