@@ -96,7 +96,14 @@ kiln_status kdist_stack_sharding(const char *op, kiln_ctx *ctx, int ndevices,
  * usable. Other backends are KILN_ERR_UNIMPLEMENTED. */
 kiln_status kdist_spmd_install(kiln_ctx *ctx);
 
-/* ---- shard_map across devices (spmd_run.c, spmd_steps.c, spmd_lockstep.c) ---- */
+/* ---- shard_map across devices (spmd_*.c) ---- */
+/* Runs shard_map equation e on CPU devices over shards already in place:
+ * local[d * (n_in + n_out) + k] is device d's buffer of body invar k, then
+ * of its outvars (host memory, never NULL); in/out carry the global types
+ * only. env: the program's (its host callbacks). */
+kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const kir_eqn *e,
+                                 const kir_buffer *in, kir_buffer *out, void *const *local);
+
 /* The shard_map equation e alone as a program's text, so that a copy parsed
  * back from it owns a body whose collectives are bound (malloc'ed; NULL:
  * out of memory). */
@@ -106,6 +113,24 @@ char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buf
 kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax);
 /* KILN_COLLECTIVE_TIMEOUT in seconds (a positive number), else 300. */
 double kdist_collective_timeout(void);
+
+/* Device `coords`' shard of global (split by spec, of type shard) when it
+ * is one contiguous run of global's memory: *data points at it (no copy). */
+bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
+                      const kir_buffer *global, const kir_aval *shard, void **data);
+
+/* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
+typedef struct kdist_workers kdist_workers;
+typedef void (*kdist_work_fn)(void *arg, int i);
+/* n threads besides the caller's. */
+kiln_status kdist_workers_new(int n, kdist_workers **out);
+void kdist_workers_free(kdist_workers *w); /* NULL is allowed */
+/* fn(arg, i) for i in 0..n-1 concurrently, 0 on the calling thread; returns
+ * when all have returned. With w NULL, busy or too small, threads of the
+ * call's own; an index whose thread cannot start goes to skip instead (and
+ * the call fails). */
+kiln_status kdist_workers_run(kdist_workers *w, int n, kdist_work_fn fn, kdist_work_fn skip,
+                              void *arg);
 
 /* A body split for lockstep execution: the equations between two
  * collectives as one program compiled for every device, and each
@@ -169,6 +194,27 @@ struct kir_program;
 kiln_status kdist_shard_program(const char *fname, const kiln_mesh *mesh,
                                 const struct kir_program *prog, const kdist_split *in,
                                 kdist_split *out_splits, struct kir_program **out);
+
+/* Spec k of a " | "-separated list (a shard_map's in_specs), into buf. */
+void kdist_nth_spec(const char *specs, int k, char *buf, size_t cap);
+/* The invar index of v in g, -1 if v is not an invar. */
+int kdist_invar_index(const struct kir_program *g, kir_vid v);
+
+/* jit(shard_map) over sharded leaves on CPU devices (jit_shard_map.c). */
+typedef struct kdist_smap_plan kdist_smap_plan;
+struct krt_program;
+/* A plan where p's program is one shard_map over its arguments, returning
+ * its results, and a leaf is laid out over the shard_map's mesh (that of
+ * the context's first devices); *out NULL otherwise. eff: per leaf, its
+ * sharding (NULL: none). */
+kiln_status kdist_smap_plan_new(const struct krt_program *p, const kiln_sharding *const *eff,
+                                kdist_smap_plan **out);
+void kdist_smap_plan_free(kdist_smap_plan *pl); /* NULL is allowed */
+/* Lays each operand out as its in_spec (no copy where it is), runs every
+ * device over its shards and sets res[k] to result k sharded as its
+ * out_spec. env: the program's. */
+kiln_status kdist_smap_call(const kdist_smap_plan *pl, const kir_eval_env *env,
+                            kiln_array *const *args, kiln_array **res);
 
 /* Copies a name checked for length and emptiness; `what` names the caller. */
 kiln_status kdist_copy_name(const char *what, const char *name, char dst[KDIST_NAME_MAX]);

@@ -2,7 +2,9 @@
  * call has sharded leaves or the jit has in/out shardings. Every leaf runs
  * with its in_sharding, else its own sharding. A program with a shard_map
  * runs on the jit's device: its arguments are moved there first (device to
- * device) and each shard_map splits them by its in_specs. A program
+ * device) and each shard_map splits them by its in_specs; a program that is
+ * one shard_map over CPU devices runs over its shards instead
+ * (jit_shard_map.c). A program
  * without one, over named-sharded leaves, runs shard by shard: one
  * executable per mesh device (the kernels compiled once, through the
  * kernel cache), every device on its own thread over its own shards, the
@@ -32,6 +34,7 @@ typedef struct shard_plan {
   kir_program *shard_prog; /* per shard, until compile takes it */
   const kiln_mesh *mesh;   /* per shard: borrowed from target shardings */
   kdev_exec **x;           /* per mesh device past the first (x[0] unused) */
+  kdist_smap_plan *smap;   /* a lone shard_map run over its shards (jit_shard_map.c) */
 } shard_plan;
 
 /* ---- options ---- */
@@ -184,6 +187,7 @@ static void plan_free(void *p) {
   for (int k = 0; pl->out_own && k < pl->n_out; k++) kiln_sharding_free(pl->out_own[k]);
   for (int k = 0; pl->out_want && k < pl->n_out; k++) kiln_sharding_free(pl->out_want[k]);
   kir_program_free(pl->shard_prog);
+  kdist_smap_plan_free(pl->smap);
   free(pl->target), free(pl->out_own), free(pl->out_want), free(pl->out_avals), free(pl->x);
   free(pl);
 }
@@ -240,8 +244,7 @@ static bool laid_out_as(const kiln_sharding *s, const kir_mesh *m, const kir_spe
   return true;
 }
 
-/* Spec k of a " | "-separated list, into buf. */
-static void nth_spec(const char *specs, int k, char *buf, size_t cap) {
+void kdist_nth_spec(const char *specs, int k, char *buf, size_t cap) {
   const char *p = specs, *end;
   for (int i = 0; i < k && p; i++) p = (p = strstr(p, " | ")) ? p + 3 : NULL;
   if (!p) p = "";
@@ -250,7 +253,7 @@ static void nth_spec(const char *specs, int k, char *buf, size_t cap) {
   snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
 }
 
-static int invar_index(const kir_program *g, kir_vid v) {
+int kdist_invar_index(const kir_program *g, kir_vid v) {
   for (int i = 0; i < g->n_invars; i++)
     if (g->invars[i] == v) return i;
   return -1;
@@ -289,10 +292,10 @@ static kiln_status put_before_shard_maps(krt_program *p, const kiln_sharding *co
     if (!st) st = kir_specs_parse("jit", in_specs, &m, n_in, specs);
     for (int k = 0; !st && k < n_in; k++) {
       kir_vid v = g->eqns[i].in[k];
-      int leaf = invar_index(g, v);
+      int leaf = kdist_invar_index(g, v);
       if (leaf < 0 || !eff[leaf] || laid_out_as(eff[leaf], &m, &specs[k], p->ctx)) continue;
       char spec[1024];
-      nth_spec(in_specs, k, spec, sizeof spec);
+      kdist_nth_spec(in_specs, k, spec, sizeof spec);
       kir_params prm;
       memset(&prm, 0, sizeof prm);
       prm.device_put = (kir_p_device_put){mesh, spec};
@@ -390,11 +393,12 @@ static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program 
   kiln_mesh *mesh = NULL;
   for (size_t i = 0; !st && i < n && !mesh; i++)
     if (eff[i] && eff[i]->kind == KDIST_NAMED) mesh = eff[i]->mesh;
+  if (!st && smap) st = kdist_smap_plan_new(p, eff, &pl->smap);
   pl->per_shard = !st && !smap && mesh;
   if (pl->per_shard) {
     st = plan_per_shard(pl, p, eff, mesh);
-  } else { /* on the jit's device: the leaves with a sharding come there */
-    for (size_t i = 0; !st && i < n; i++)
+  } else { /* on the jit's device (unless over the shards): the leaves with a sharding come there */
+    for (size_t i = 0; !st && !pl->smap && i < n; i++)
       if (eff[i]) st = kiln_sharding_single(p->dev, &pl->target[i]);
     if (!st && smap) st = put_before_shard_maps(p, eff);
   }
@@ -516,7 +520,8 @@ static kiln_status call(const kiln_compiled *c, const kiln_tree *args, kiln_tree
     else kiln_array_retain(moved[i] = a);
     if (st) st = kcore_fail_wrap(st, "jit(%s): resharding argument leaf %d", c->p.f->name, i);
   }
-  if (!st && pl->per_shard) st = run_shards(c, pl, moved, pieces);
+  if (!st && pl->smap) st = kdist_smap_call(pl->smap, &c->env, moved, res);
+  else if (!st && pl->per_shard) st = run_shards(c, pl, moved, pieces);
   else if (!st) st = krt_execute(c, moved, res);
   for (int k = 0; !st && pl->per_shard && k < n_out; k++) st = wrap_result(pl, k, pieces + k * nd, &res[k]);
   for (int k = 0; !st && k < n_out; k++) {

@@ -1,5 +1,7 @@
 /* Running a shard_map on the CPU virtual devices: one thread per device of
- * the mesh, each running the body on its own shards through its own
+ * the mesh (the context's persistent workers, spmd_workers.c; the caller
+ * is device 0), each running the body on its own shards (views of the
+ * global buffers where a shard is one run of them) through its own
  * executable (the body compiled once per device and cached by its text; the
  * kernel cache shares the kernels), the collectives being OPAQUE steps that
  * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
@@ -36,6 +38,20 @@ typedef struct spmd_run {
 
 typedef struct device_run device_run;
 
+/* What a call over a mesh needs besides its values: the groups, each
+ * device's run and buffers, and memory of their own for the shards that are
+ * not views of the global buffers. A cached body keeps its frame between
+ * calls (nothing allocated, no thread created per step); bodies on the
+ * reference evaluators build one per call. */
+typedef struct spmd_frame {
+  spmd_run run;
+  size_t nio; /* the body's invars then outvars */
+  kir_spec *specs;
+  device_run *devs;
+  kir_buffer *bufs; /* per device, nio */
+  void **own;       /* per buffer: its own memory, made on first need */
+} spmd_frame;
+
 /* What a device's evaluators see as env->user: the call it takes part in
  * (a cached executable keeps its env, so the slot outlives the call). */
 typedef struct device_slot {
@@ -64,7 +80,8 @@ typedef struct body_entry {
   int64_t n;
   kdev_exec **x;
   device_slot *slots;
-  pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots */
+  pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots and frame */
+  spmd_frame *frame;      /* NULL: built by the next call (after a failure, say) */
   struct body_entry *next;
 } body_entry;
 
@@ -74,19 +91,10 @@ typedef struct spmd_state {
   pthread_mutex_t mu; /* guards entries */
   body_entry *entries;
   kdist_lockstep *lockstep; /* a backend with collectives of its own: runs every shard_map */
+  kdist_workers *workers;   /* made by the first call; guarded by mu until then */
 } spmd_state;
 
 /* ---- groups ---- */
-
-kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
-  kiln_status st = kir_axes_parse(kir_prim_name(e->prim), kir_collective_axes(e, NULL), m, na, ax);
-  for (int i = 1; !st && e->prim == KIR_PRIM_PPERMUTE && i < *na; i++)
-    for (int k = i; k > 0 && ax[k - 1] > ax[k]; k--) {
-      int t = ax[k];
-      ax[k] = ax[k - 1], ax[k - 1] = t;
-    }
-  return st;
-}
 
 static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
   for (int i = 0; i < r->n_sets; i++)
@@ -117,13 +125,6 @@ static kiln_status add_set(spmd_run *r, int na, const int *ax) {
     if (st) return st;
   }
   return KILN_OK;
-}
-
-double kdist_collective_timeout(void) {
-  const char *v = getenv("KILN_COLLECTIVE_TIMEOUT");
-  char *end;
-  double x = v && *v ? strtod(v, &end) : 0;
-  return v && *v && !*end && x > 0 ? x : KCPU_COLL_DEFAULT_TIMEOUT_S;
 }
 
 typedef struct scan_state {
@@ -199,7 +200,10 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
   int64_t out_count = kir_aval_size(&out[0].aval);
   char *src = in[0].data, *tmp = NULL, *wide_out = NULL;
   size_t tmp_bytes = (size_t)(count > out_count * n ? count : out_count * n) * (widen ? 4 : es) + 1;
-  if (!(tmp = malloc(tmp_bytes)) || !(wide_out = malloc(tmp_bytes)))
+  /* A plain reduction works on the device's buffers: no scratch. */
+  bool scratch = widen || (e->prim != KIR_PRIM_PSUM && e->prim != KIR_PRIM_PMAX &&
+                           e->prim != KIR_PRIM_PMIN && e->prim != KIR_PRIM_PPERMUTE);
+  if (scratch && (!(tmp = malloc(tmp_bytes)) || !(wide_out = malloc(tmp_bytes))))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
   if (!st && widen) {
     for (int64_t i = 0; i < count; i++) {
@@ -279,9 +283,6 @@ static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in
 static kir_eval_table device_table;
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 
-static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
-                                          void *ctx);
-
 static void device_table_build(void) {
   device_table = *kir_reference_evals();
   for (int p = 0; p < KIR_NUM_PRIMS; p++)
@@ -300,20 +301,29 @@ static void device_abandon(device_run *dr, const char *why) {
   }
 }
 
-static void *device_main(void *arg) {
-  device_run *dr = arg;
+static void device_main(void *arg, int i) {
+  device_run *dr = &((spmd_frame *)arg)->devs[i];
   dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out)
                  : kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
   if (dr->st) {
     snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
     device_abandon(dr, dr->msg);
   }
-  return NULL;
+}
+
+static void device_skip(void *arg, int i) {
+  device_run *dr = &((spmd_frame *)arg)->devs[i];
+  dr->st = KILN_ERR_INTERNAL;
+  snprintf(dr->msg, sizeof dr->msg, "device %lld: its thread did not start", (long long)dr->d);
+  device_abandon(dr, dr->msg);
 }
 
 /* ---- the per-device executables, cached by body text ---- */
 
+static void frame_free(spmd_frame *f);
+
 static void entry_free(const kiln_ctx *ctx, body_entry *b) {
+  frame_free(b->frame);
   for (int64_t d = 0; b->x && d < b->n; d++)
     if (b->x[d]) ctx->be.exec->free(b->x[d]);
   kir_program_free(b->prog);
@@ -354,33 +364,6 @@ static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_
   return KILN_OK;
 }
 
-char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out) {
-  const kir_p_shard_map *p = &e->params.shard_map;
-  char *body = NULL;
-  if (kir_print(p->jaxpr, &body)) return NULL;
-  size_t cap = strlen(body) + strlen(p->in_specs) + strlen(p->out_specs) + strlen(p->mesh) +
-               (size_t)(e->n_in + e->n_out) * (KIR_AVAL_STR_CAP + 16) + 256;
-  char *t = malloc(cap), a[KIR_AVAL_STR_CAP];
-  if (!t) {
-    free(body);
-    return NULL;
-  }
-  size_t n = (size_t)snprintf(t, cap, "{ lambda ; ");
-  for (int k = 0; k < e->n_in; k++)
-    n += (size_t)snprintf(t + n, cap - n, "%sx%d:%s", k ? " " : "", k, kir_aval_str(&in[k].aval, a, sizeof a));
-  n += (size_t)snprintf(t + n, cap - n, ". let ");
-  for (int k = 0; k < e->n_out; k++)
-    n += (size_t)snprintf(t + n, cap - n, "y%d:%s ", k, kir_aval_str(&out[k].aval, a, sizeof a));
-  n += (size_t)snprintf(t + n, cap - n, "= shard_map[check_rep=False in_specs=\"%s\" jaxpr=%s "
-                        "mesh=\"%s\" out_specs=\"%s\"]", p->in_specs, body, p->mesh, p->out_specs);
-  for (int k = 0; k < e->n_in; k++) n += (size_t)snprintf(t + n, cap - n, " x%d", k);
-  n += (size_t)snprintf(t + n, cap - n, " in (");
-  for (int k = 0; k < e->n_out; k++) n += (size_t)snprintf(t + n, cap - n, "%sy%d", k ? ", " : "", k);
-  snprintf(t + n, cap - n, "%s) }", e->n_out == 1 ? "," : "");
-  free(body);
-  return t;
-}
-
 /* The body's cached executables (NULL: run it on the reference
  * evaluators: it has effects, or the backend builds none). */
 
@@ -414,6 +397,7 @@ static void state_free(void *p) {
     s->entries = next;
   }
   kdist_lockstep_free(s->lockstep);
+  kdist_workers_free(s->workers);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
@@ -427,78 +411,162 @@ static void run_free(spmd_run *r) {
   free(r->sets);
 }
 
-static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
-                                          void *ctx) {
-  const kir_eval_env *env = ctx;
-  const spmd_state *state = env->user;
-  if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
-  const kir_p_shard_map *p = &e->params.shard_map;
+/* ---- frames ---- */
+
+static void frame_free(spmd_frame *f) {
+  if (!f) return;
+  for (size_t k = 0; f->own && k < (size_t)f->run.n * f->nio; k++) free(f->own[k]);
+  run_free(&f->run);
+  free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f);
+}
+
+static kiln_status frame_new(const kir_p_shard_map *p, spmd_frame **out) {
   const kir_program *body = p->jaxpr;
-  spmd_run run = {0};
-  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &run.m);
-  if (st) return st;
-  run.n = run.m.n_devices;
-  size_t nio = (size_t)(body->n_invars + body->n_outvars);
-  device_run *devs = calloc((size_t)run.n, sizeof *devs);
-  kir_buffer *bufs = calloc((size_t)run.n * nio + 1, sizeof *bufs);
-  kir_spec *specs = calloc(nio + 1, sizeof *specs);
-  pthread_t *threads = calloc((size_t)run.n, sizeof *threads);
-  if (!devs || !bufs || !specs || !threads)
+  spmd_frame *f = calloc(1, sizeof *f);
+  if (!f) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &f->run.m);
+  f->run.n = f->run.m.n_devices;
+  f->nio = (size_t)(body->n_invars + body->n_outvars);
+  size_t cells = (size_t)f->run.n * f->nio + 1;
+  if (!st && (!(f->specs = calloc(f->nio + 1, sizeof *f->specs)) ||
+              !(f->devs = calloc((size_t)f->run.n, sizeof *f->devs)) ||
+              !(f->bufs = calloc(cells, sizeof *f->bufs)) || !(f->own = calloc(cells, sizeof *f->own))))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &run.m, body->n_invars, specs);
-  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &run.m, body->n_outvars, specs + body->n_invars);
-  scan_state scan = {&run, KILN_OK};
+  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &f->run.m, body->n_invars, f->specs);
+  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &f->run.m, body->n_outvars, f->specs + body->n_invars);
+  scan_state scan = {&f->run, KILN_OK};
   if (!st) scan_program((kir_program *)body, &scan);
   if (!st) st = scan.st;
-  pthread_once(&device_once, device_table_build);
-  body_entry *entry = NULL;
-  if (!st) st = entry_get(env->user, e, in, out, run.n, &entry);
-  if (entry) pthread_mutex_lock(&entry->run_mu);
-  for (int64_t d = 0; !st && d < run.n; d++) {
-    device_run *dr = &devs[d];
-    dr->run = &run, dr->d = d, dr->body = body, dr->env = *env;
-    dr->own.cur = dr;
-    dr->env.table = &device_table, dr->env.user = &dr->own;
-    if (entry) {
-      dr->x = entry->x[d], dr->ops = ((spmd_state *)env->user)->ctx->be.exec;
-      entry->slots[d].cur = dr;
-    }
-    dr->in = bufs + (size_t)d * nio, dr->out = dr->in + body->n_invars;
-    kir_mesh_coords(&run.m, d, dr->coord);
-    for (size_t k = 0; !st && k < nio; k++) {
+  for (int64_t d = 0; !st && d < f->run.n; d++) {
+    device_run *dr = &f->devs[d];
+    dr->run = &f->run, dr->d = d, dr->body = body;
+    dr->in = f->bufs + (size_t)d * f->nio, dr->out = dr->in + body->n_invars;
+    kir_mesh_coords(&f->run.m, d, dr->coord);
+    for (size_t k = 0; k < f->nio; k++) {
       kir_vid v = k < (size_t)body->n_invars ? body->invars[k] : body->outvars[k - body->n_invars];
       kir_buffer *b = &dr->in[k];
       b->aval = *kir_var_aval(body, v);
       b->nbytes = (size_t)kir_aval_size(&b->aval) * kiln_dtype_size(b->aval.dtype);
-      if (!(b->data = malloc(b->nbytes + 1)))
-        st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-      else if (k < (size_t)body->n_invars)
-        kir_shard_copy(&run.m, dr->coord, &specs[k], &in[k], b, false);
     }
   }
-  int64_t started = 0;
-  for (; !st && started < run.n; started++)
-    if (pthread_create(&threads[started], NULL, device_main, &devs[started])) {
-      st = kcore_fail(KILN_ERR_INTERNAL, "shard_map: cannot start the thread of device %lld",
-                      (long long)started);
-      device_abandon(&devs[started], "its thread did not start");
+  if (st) frame_free(f);
+  *out = st ? NULL : f;
+  return st;
+}
+
+static bool overlaps(const kir_buffer *a, const kir_buffer *b) {
+  const char *pa = a->data, *pb = b->data;
+  return pa && pb && pa < pb + b->nbytes && pb < pa + a->nbytes;
+}
+
+/* Points device d's buffer k at its shard of the global value g where that
+ * is one run of g's memory (a result only where d writes it back and no
+ * operand shares the memory), else at the buffer's own memory. */
+static kiln_status frame_bind(spmd_frame *f, int64_t d, size_t k, const kir_buffer *g,
+                              const kir_buffer *in, int n_in) {
+  device_run *dr = &f->devs[d];
+  kir_buffer *b = &dr->in[k];
+  const kir_spec *spec = &f->specs[k];
+  bool result = k >= (size_t)n_in, view = !result || kir_shard_writes_back(&f->run.m, dr->coord, spec);
+  for (int i = 0; view && result && i < n_in; i++) view = !overlaps(g, &in[i]);
+  if (view && kdist_shard_view(&f->run.m, dr->coord, spec, g, &b->aval, &b->data)) return KILN_OK;
+  void **own = &f->own[(size_t)d * f->nio + k];
+  if (!*own && !(*own = malloc(b->nbytes + 1)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  b->data = *own;
+  if (!result) kir_shard_copy(&f->run.m, dr->coord, spec, g, b, false);
+  return KILN_OK;
+}
+
+/* Runs the frame's call; in and out are the global values, or NULL where
+ * every device's buffers are bound already. */
+static kiln_status frame_run(spmd_frame *f, const spmd_state *state, const kir_eval_env *env,
+                             const kir_eqn *e, body_entry *entry, const kir_buffer *in,
+                             kir_buffer *out) {
+  const kir_program *body = e->params.shard_map.jaxpr;
+  int n_in = body->n_invars;
+  kiln_status st = KILN_OK;
+  for (int64_t d = 0; !st && d < f->run.n; d++) {
+    device_run *dr = &f->devs[d];
+    dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->msg[0] = 0;
+    dr->env.table = &device_table, dr->env.user = &dr->own;
+    if (entry) {
+      dr->x = entry->x[d], dr->ops = state->ctx->be.exec;
+      entry->slots[d].cur = dr;
     }
-  for (int64_t d = 0; d < started; d++) pthread_join(threads[d], NULL);
-  if (entry) pthread_mutex_unlock(&entry->run_mu);
+    for (size_t k = 0; !st && in && k < f->nio; k++)
+      st = frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
+  }
+  if (!st) st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, device_main,
+                                  device_skip, f);
   /* The first device that failed on its own (not because another did). */
   for (int pass = 0; !st && pass < 2; pass++)
-    for (int64_t d = 0; !st && d < started; d++)
-      if (devs[d].st && (pass || devs[d].st != KILN_ERR_COLLECTIVE))
-        st = kcore_fail(devs[d].st, "shard_map over %s: %s", p->mesh, devs[d].msg);
-  for (int k = 0; !st && k < body->n_outvars; k++)
-    for (int64_t d = 0; d < run.n; d++)
-      if (kir_shard_writes_back(&run.m, devs[d].coord, &specs[body->n_invars + k]))
-        kir_shard_copy(&run.m, devs[d].coord, &specs[body->n_invars + k], &out[k],
-                       &devs[d].out[k], true);
-  for (size_t k = 0; bufs && k < (size_t)run.n * nio; k++) free(bufs[k].data);
-  run_free(&run);
-  free(devs), free(bufs), free(specs), free(threads);
+    for (int64_t d = 0; !st && d < f->run.n; d++)
+      if (f->devs[d].st && (pass || f->devs[d].st != KILN_ERR_COLLECTIVE))
+        st = kcore_fail(f->devs[d].st, "shard_map over %s: %s", e->params.shard_map.mesh,
+                        f->devs[d].msg);
+  for (int k = 0; !st && in && k < body->n_outvars; k++)
+    for (int64_t d = 0; d < f->run.n; d++) {
+      const kir_spec *spec = &f->specs[n_in + k];
+      if (kir_shard_writes_back(&f->run.m, f->devs[d].coord, spec) &&
+          f->devs[d].out[k].data == f->own[(size_t)d * f->nio + (size_t)(n_in + k)])
+        kir_shard_copy(&f->run.m, f->devs[d].coord, spec, &out[k], &f->devs[d].out[k], true);
+    }
   return st;
+}
+
+static kiln_status workers_get(spmd_state *s) {
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&s->mu);
+  if (!s->workers && s->ctx->be.num_devices > 1)
+    st = kdist_workers_new(s->ctx->be.num_devices - 1, &s->workers);
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+/* Binds each device's buffers (from the global in/out, or from the shards
+ * themselves: local) and runs the call on the entry's frame, or on one of
+ * its own for bodies on the reference evaluators. */
+static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const kir_eqn *e,
+                            const kir_buffer *in, kir_buffer *out, void *const *local) {
+  const kir_p_shard_map *p = &e->params.shard_map;
+  kir_mesh m;
+  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &m);
+  pthread_once(&device_once, device_table_build);
+  body_entry *entry = NULL;
+  spmd_frame *f = NULL;
+  if (!st) st = entry_get(state, e, in, out, m.n_devices, &entry);
+  if (!st && state) st = workers_get(state);
+  if (st) return st;
+  if (entry) pthread_mutex_lock(&entry->run_mu);
+  if (entry && entry->frame) f = entry->frame;
+  else st = frame_new(p, &f);
+  if (entry && !st) entry->frame = f;
+  for (size_t i = 0; !st && local && i < (size_t)m.n_devices * f->nio; i++)
+    f->bufs[i].data = local[i];
+  if (!st) st = frame_run(f, state, env, e, entry, local ? NULL : in, local ? NULL : out);
+  if (entry && st) entry->frame = NULL; /* its groups may be broken: build them again */
+  if (!entry || st) frame_free(f);
+  if (entry) pthread_mutex_unlock(&entry->run_mu);
+  return st;
+}
+
+static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                          void *ctx) {
+  const kir_eval_env *env = ctx;
+  spmd_state *state = env->user;
+  if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
+  return run_call(state, env, e, in, out, NULL);
+}
+
+kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const kir_eqn *e,
+                                 const kir_buffer *in, kir_buffer *out, void *const *local) {
+  spmd_state *state = ctx->spmd_state;
+  if (!state || state->lockstep)
+    return kcore_fail(KILN_ERR_INTERNAL, "shard_map: no CPU runner for a call over its shards");
+  kir_eval_env own = *env;
+  own.table = &state->table, own.user = state;
+  return run_call(state, &own, e, in, out, local);
 }
 
 kiln_status kdist_spmd_install(kiln_ctx *ctx) {

@@ -18,6 +18,7 @@ typedef struct slot {
   int64_t count;
   int64_t param; /* the op's parameter (reduction kind); must agree */
   const void *in;
+  const void *part; /* all-reduce of many elements: this participant's reduced part */
   uint64_t arrived_gen; /* generation of this slot's last arrival */
 } slot;
 
@@ -198,17 +199,21 @@ static void reduce_ranks(const kcpu_coll_group *g, kiln_dtype dtype, int64_t off
 /* Shared by psum and psum_scatter: each participant reduces [offset,
  * offset + n_out) of every input into a private buffer (out may alias in),
  * then copies it out after the second crossing. */
-static kiln_status reduce_common(kcpu_coll_group *g, int rank, const slot *mine, int64_t offset,
-                                 int64_t n_out, void *out, kcpu_coll_reduce op) {
+static kiln_status reduce_dtype_check(kcpu_coll_group *g, int rank, const slot *mine) {
   switch (mine->dtype) {
     case KILN_F32: case KILN_F64: case KILN_I8: case KILN_I16: case KILN_I32: case KILN_I64:
-    case KILN_U8: case KILN_U16: case KILN_U32: case KILN_U64: break;
+    case KILN_U8: case KILN_U16: case KILN_U32: case KILN_U64: return KILN_OK;
     default:
       if (g) kcpu_coll_fail(g, rank, mine->op, "unsupported dtype");
       return kcore_fail(KILN_ERR_DTYPE, "%s: dtype %s is not supported by the CPU collectives",
                         mine->op, kiln_dtype_name(mine->dtype));
   }
-  kiln_status st = meet(g, rank, mine);
+}
+
+static kiln_status reduce_common(kcpu_coll_group *g, int rank, const slot *mine, int64_t offset,
+                                 int64_t n_out, void *out, kcpu_coll_reduce op) {
+  kiln_status st = reduce_dtype_check(g, rank, mine);
+  if (!st) st = meet(g, rank, mine);
   if (st) return st;
   size_t bytes = (size_t)n_out * kiln_dtype_size(mine->dtype);
   void *acc = malloc(bytes ? bytes : 1);
@@ -224,15 +229,46 @@ static kiln_status reduce_common(kcpu_coll_group *g, int rank, const slot *mine,
   return st;
 }
 
+/* Below this many elements a participant reduces the whole buffer itself:
+ * a third crossing costs more than splitting the work saves. */
+#define SPLIT_REDUCE_MIN 4096
+
 kiln_status kcpu_coll_all_reduce(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                  const void *in, void *out, kcpu_coll_reduce op) {
-  slot mine = {reduce_name(op), dtype, count, op, in, 0};
-  return reduce_common(g, rank, &mine, 0, count, out, op);
+  slot mine = {reduce_name(op), dtype, count, op, in, NULL, 0};
+  if (!g || g->n == 1 || count < SPLIT_REDUCE_MIN) return reduce_common(g, rank, &mine, 0, count, out, op);
+  /* Each participant reduces one part (in rank order: the same bits as one
+   * participant's whole reduction) and then copies every part: the work is
+   * split instead of repeated. out is written only once no one reads the
+   * inputs (out may alias in). */
+  kiln_status st = reduce_dtype_check(g, rank, &mine);
+  if (!st) st = meet(g, rank, &mine);
+  if (st) return st;
+  int64_t part = (count + g->n - 1) / g->n;
+  size_t es = kiln_dtype_size(dtype);
+  void *acc = malloc((size_t)part * es);
+  if (!acc) {
+    kcpu_coll_fail(g, rank, mine.op, "out of host memory");
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", mine.op);
+  }
+  int64_t first = part * rank, n_mine = first >= count ? 0 : count - first < part ? count - first : part;
+  reduce_ranks(g, dtype, first, n_mine, op, acc);
+  g->slots[rank].part = acc;
+  pthread_mutex_lock(&g->mu);
+  st = barrier(g, rank, mine.op);
+  pthread_mutex_unlock(&g->mu);
+  for (int r = 0; !st && r < g->n; r++) {
+    int64_t f = part * r, n = f >= count ? 0 : count - f < part ? count - f : part;
+    memcpy((char *)out + (size_t)f * es, g->slots[r].part, (size_t)n * es);
+  }
+  if (!st) st = leave(g, rank, mine.op); /* no one still reads acc */
+  free(acc);
+  return st;
 }
 
 kiln_status kcpu_coll_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                      const void *in, void *out) {
-  slot mine = {"psum_scatter", dtype, count, 0, in, 0};
+  slot mine = {"psum_scatter", dtype, count, 0, in, NULL, 0};
   if (g && count % g->n) {
     kcpu_coll_fail(g, rank, mine.op, "count does not divide over the group");
     return kcore_fail(KILN_ERR_SHAPE, "psum_scatter over axis '%s': %lld elements do not divide over %d participants",
@@ -246,7 +282,7 @@ kiln_status kcpu_coll_reduce_scatter(kcpu_coll_group *g, int rank, kiln_dtype dt
 
 kiln_status kcpu_coll_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                  const void *in, void *out) {
-  slot mine = {"all_gather", dtype, count, 0, in, 0};
+  slot mine = {"all_gather", dtype, count, 0, in, NULL, 0};
   kiln_status st = meet(g, rank, &mine);
   if (st) return st;
   size_t bytes = (size_t)count * kiln_dtype_size(dtype);
@@ -259,7 +295,7 @@ kiln_status kcpu_coll_all_gather(kcpu_coll_group *g, int rank, kiln_dtype dtype,
 
 kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                const void *in, void *out, int npairs, const int (*pairs)[2]) {
-  slot mine = {"ppermute", dtype, count, npairs, in, 0};
+  slot mine = {"ppermute", dtype, count, npairs, in, NULL, 0};
   for (int i = 0; g && i < npairs; i++) {
     int bad = pairs[i][0] < 0 || pairs[i][1] < 0 || pairs[i][0] >= g->n || pairs[i][1] >= g->n;
     for (int j = 0; j < i; j++) bad |= pairs[i][0] == pairs[j][0] || pairs[i][1] == pairs[j][1];
@@ -290,7 +326,7 @@ kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, i
 
 kiln_status kcpu_coll_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                  const void *in, void *out) {
-  slot mine = {"all_to_all", dtype, count, 0, in, 0};
+  slot mine = {"all_to_all", dtype, count, 0, in, NULL, 0};
   if (g && count % g->n) {
     kcpu_coll_fail(g, rank, mine.op, "count does not divide over the group");
     return kcore_fail(KILN_ERR_SHAPE, "all_to_all over axis '%s': %lld elements do not divide over %d participants",

@@ -1,0 +1,236 @@
+// jit(shard_map) over sharded arguments on CPU devices, as JAX runs it:
+// operands already laid out as their in_specs are used in place (no
+// gather: each device's program reads the very buffer of its shard),
+// results are sharded arrays with NamedSharding(mesh, out_spec), and
+// feeding them back gives the values of the gathered path (itself checked
+// against JAX's goldens in test_spmd.cc).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "dist_test_support.h"
+#include "kiln/interop.h"
+
+namespace {
+
+using dist_test::CpuDevices;
+
+// (w, x) -> (w + psum(sum_rows(x * w)), x * w): a data-parallel update
+// (w replicated, P()) and a per-example value (x split over "i").
+kiln_tree *Step(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *w = kiln_arg(args, 0), *x = kiln_arg(args, 1);
+  kiln_val *y = kiln_mul(t, x, w);
+  int axis = 0;
+  kiln_val *s = kiln_psum(t, kiln_sum(t, y, 1, &axis, 0), "i");
+  kiln_tree *out[2] = {kiln_tree_val(kiln_add(t, w, s)), kiln_tree_val(y)};
+  return kiln_tree_tuple(2, out);
+}
+
+// Records the address each device's program reads its w from.
+struct Seen {
+  std::mutex mu;
+  std::vector<const void *> ptr;
+};
+
+kiln_status Record(void *user, int, const kiln_host_buffer *in, int, kiln_host_buffer *out) {
+  Seen *s = static_cast<Seen *>(user);
+  int32_t d;
+  memcpy(&d, in[0].data, 4);
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (d >= 0 && (size_t)d < s->ptr.size()) s->ptr[(size_t)d] = in[1].data;
+  }
+  memset(out[0].data, 0, 4);
+  return KILN_OK;
+}
+
+// Step with a host callback that reports w's address on every device.
+kiln_tree *Watched(kiln_trace *t, const kiln_tree *args, void *user) {
+  kiln_val *in[2] = {kiln_axis_index(t, "i"), kiln_arg(args, 0)}, *r = nullptr;
+  kiln_aval a{};
+  a.dtype = KILN_F32;
+  kiln_host_callback(t, Record, user, 2, in, 1, &a, &r);
+  kiln_tree *out = Step(t, args, nullptr);
+  kiln_val *y = kiln_tree_leaf_get(kiln_tree_child(out, 1))->u.val;
+  kiln_tree *res[2] = {kiln_tree_clone(kiln_tree_child(out, 0)), kiln_tree_val(kiln_add(t, y, r))};
+  kiln_tree_free(out);
+  return kiln_tree_tuple(2, res);
+}
+
+class SpmdSharded : public CpuDevices {
+ protected:
+  void SetUp() override {
+    CpuDevices::SetUp();
+    mesh_ = Mesh({n_}, {"i"});
+  }
+  void TearDown() override {
+    kiln_jit_free(jit_);
+    kiln_func_free(sm_), kiln_func_free(f_);
+    kiln_mesh_free(mesh_);
+    CpuDevices::TearDown();
+  }
+  void Build(kiln_fn fn, void *user) {
+    ASSERT_EQ(kiln_func_new(fn, user, "step", &f_), KILN_OK);
+    kiln_pspec *rep = nullptr, *split = nullptr;
+    ASSERT_EQ(kiln_pspec_parse("", &rep), KILN_OK);
+    ASSERT_EQ(kiln_pspec_parse("i", &split), KILN_OK);
+    kiln_tree *in_leaves[2] = {kiln_tree_ptr(rep), kiln_tree_ptr(split)};
+    kiln_tree *out_leaves[2] = {kiln_tree_ptr(rep), kiln_tree_ptr(split)};
+    kiln_tree *ins = kiln_tree_tuple(2, in_leaves), *outs = kiln_tree_tuple(2, out_leaves);
+    ASSERT_EQ(kiln_shard_map(f_, mesh_, ins, outs, 1, &sm_), KILN_OK) << kiln_last_error();
+    kiln_tree_free(ins), kiln_tree_free(outs);
+    kiln_pspec_free(rep), kiln_pspec_free(split);
+    ASSERT_EQ(kiln_jit_new(ctx_, sm_, nullptr, &jit_), KILN_OK) << kiln_last_error();
+  }
+  // w: 3 floats, x: (2n, 3), on device 0 or laid out by `s` (NULL: plain).
+  kiln_array *Put(const std::vector<float> &v, std::vector<int64_t> shape, kiln_sharding *s) {
+    kiln_array *a = nullptr;
+    if (s) {
+      EXPECT_EQ(kiln_device_put_host(s, KILN_F32, (int)shape.size(), shape.data(), v.data(),
+                                     v.size() * 4, &a), KILN_OK) << kiln_last_error();
+      kiln_sharding_free(s);
+    } else {
+      EXPECT_EQ(kiln_array_from_host(Dev(0), KILN_F32, (int)shape.size(), shape.data(), v.data(),
+                                     v.size() * 4, &a), KILN_OK) << kiln_last_error();
+    }
+    return a;
+  }
+  std::vector<float> X() {
+    std::vector<float> x((size_t)(6 * n_));
+    for (size_t i = 0; i < x.size(); i++) x[i] = 0.5f * (float)i - 2;
+    return x;
+  }
+  // k steps from w0: w <- step(w, x)[0]; returns the arrays of the last.
+  void Run(bool sharded, int k, kiln_array **w_out, kiln_array **y_out) {
+    kiln_array *w = Put({1, -2, 0.5f}, {3}, sharded ? Named(mesh_, "") : nullptr);
+    kiln_array *x = Put(X(), {2 * n_, 3}, sharded ? Named(mesh_, "i") : nullptr);
+    kiln_array *y = nullptr;
+    for (int i = 0; i < k; i++) {
+      kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
+      ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, out), KILN_OK) << kiln_last_error();
+      kiln_array_release(w), kiln_array_release(y);
+      w = out[0], y = out[1];
+    }
+    kiln_array_release(x);
+    *w_out = w, *y_out = y;
+  }
+  bool ShardedAs(const kiln_array *a, const char *spec) {
+    kiln_sharding *have = nullptr, *want = Named(mesh_, spec);
+    EXPECT_EQ(kiln_array_sharding(a, &have), KILN_OK);
+    bool same = have && kiln_sharding_equal(have, want);
+    kiln_sharding_free(have), kiln_sharding_free(want);
+    return same;
+  }
+  kiln_mesh *mesh_ = nullptr;
+  kiln_func *f_ = nullptr, *sm_ = nullptr;
+  kiln_jit *jit_ = nullptr;
+};
+
+TEST_F(SpmdSharded, ResultsAreShardedAsTheOutSpecsWithTheGatheredValues) {
+  Build(Step, nullptr);
+  kiln_array *w[2], *y[2];
+  Run(false, 3, &w[0], &y[0]);
+  Run(true, 3, &w[1], &y[1]);
+  ASSERT_TRUE(w[1] && y[1]);
+  EXPECT_TRUE(ShardedAs(w[1], "")) << "a P() result is replicated over the mesh";
+  EXPECT_TRUE(ShardedAs(y[1], "i"));
+  EXPECT_EQ(kiln_array_shard_count(w[1]), n_);
+  EXPECT_EQ(kiln_array_shard_count(y[1]), n_);
+  for (int k = 0; k < 2; k++) {
+    std::vector<float> a = ToHost(k ? y[0] : w[0]), b = ToHost(k ? y[1] : w[1]);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(a[i], b[i]) << "result " << k << " at " << i;
+  }
+  // Every replica of w holds the same value.
+  for (int64_t d = 0; d < n_; d++) {
+    kiln_array *s = nullptr;
+    ASSERT_EQ(kiln_array_shard(w[1], d, &s, nullptr, nullptr), KILN_OK);
+    EXPECT_EQ(ToHost(s), ToHost(w[0])) << "replica " << d;
+    kiln_array_release(s);
+  }
+  for (int k = 0; k < 2; k++) kiln_array_release(w[k]), kiln_array_release(y[k]);
+}
+
+const void *DataOf(kiln_array *a) {
+  DLManagedTensorVersioned *t = nullptr;
+  EXPECT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &t), KILN_OK) << kiln_last_error();
+  const void *p = t ? t->dl_tensor.data : nullptr;
+  if (t && t->deleter) t->deleter(t);
+  return p;
+}
+
+TEST_F(SpmdSharded, AResultFedBackIsReadInPlaceOnEveryDevice) {
+  Seen seen;
+  seen.ptr.assign((size_t)n_, nullptr);
+  Build(Watched, &seen);
+  kiln_array *w = nullptr, *y = nullptr;
+  Run(true, 1, &w, &y);
+  ASSERT_TRUE(w);
+  kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i"));
+  kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, out), KILN_OK) << kiln_last_error();
+  for (int64_t d = 0; d < n_; d++) {
+    kiln_array *s = nullptr;
+    ASSERT_EQ(kiln_array_shard(w, d, &s, nullptr, nullptr), KILN_OK);
+    EXPECT_EQ(seen.ptr[(size_t)d], DataOf(s)) << "device " << d << " read a copy of its replica";
+    kiln_array_release(s);
+  }
+  EXPECT_TRUE(ShardedAs(out[0], ""));
+  for (kiln_array *a : {w, y, x, out[0], out[1]}) kiln_array_release(a);
+}
+
+TEST_F(SpmdSharded, APlainOperandIsLaidOutAsItsInSpec) {
+  Build(Step, nullptr);
+  kiln_array *w0 = nullptr, *y0 = nullptr;
+  Run(false, 1, &w0, &y0);
+  kiln_array *w = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
+  kiln_array *x = Put(X(), {2 * n_, 3}, nullptr);  // on device 0 only
+  kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, out), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(ShardedAs(out[1], "i"));
+  EXPECT_EQ(ToHost(out[0]), ToHost(w0));
+  EXPECT_EQ(ToHost(out[1]), ToHost(y0));
+  for (kiln_array *a : {w0, y0, w, x, out[0], out[1]}) kiln_array_release(a);
+}
+
+kiln_tree *PsumI(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_tree_val(kiln_psum(t, kiln_arg(args, 0), "i"));
+}
+
+// A psum of many elements (the CPU rendezvous splits the reduction over the
+// participants, a part each): every element, a length that does not divide.
+TEST_F(SpmdSharded, ALargePsumAgreesOnEveryElement) {
+  const int64_t len = 5001;
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(PsumI, nullptr, "psum", &f), KILN_OK);
+  kiln_pspec *split = nullptr, *rep = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("i", &split), KILN_OK);
+  ASSERT_EQ(kiln_pspec_parse("", &rep), KILN_OK);
+  kiln_tree *in_leaf = kiln_tree_ptr(split);
+  kiln_tree *ins = kiln_tree_tuple(1, &in_leaf), *outs = kiln_tree_ptr(rep);
+  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+  kiln_tree_free(ins), kiln_tree_free(outs);
+  kiln_pspec_free(split), kiln_pspec_free(rep);
+  std::vector<float> v((size_t)(n_ * len));
+  for (size_t i = 0; i < v.size(); i++) v[i] = (float)((i * 7) % 13) - 6;  // sums are exact
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, sm, nullptr, &j), KILN_OK);
+  for (bool sharded : {false, true}) {
+    kiln_array *x = Put(v, {n_ * len}, sharded ? Named(mesh_, "i") : nullptr), *y = nullptr;
+    ASSERT_EQ(kiln_jit_call_arrays(j, 1, &x, 1, &y), KILN_OK) << kiln_last_error();
+    std::vector<float> got = ToHost(y);
+    ASSERT_EQ(got.size(), (size_t)len);
+    for (int64_t e = 0; e < len; e++) {
+      float want = 0;
+      for (int64_t d = 0; d < n_; d++) want += v[(size_t)(d * len + e)];
+      ASSERT_EQ(got[(size_t)e], want) << "element " << e << (sharded ? " (sharded)" : "");
+    }
+    kiln_array_release(x), kiln_array_release(y);
+  }
+  kiln_jit_free(j);
+  kiln_func_free(sm), kiln_func_free(f);
+}
+
+}  // namespace
