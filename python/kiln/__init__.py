@@ -114,8 +114,11 @@ class Array(_dispatch.ArrayBase):
             raise BufferError(f"kiln array lives on {self.__dlpack_device__()}, "
                               f"not on the requested {tuple(dl_device)}")
         versioned = max_version is not None and max_version[0] >= 1
-        # None: the consumer wants the data ready (wait); -1: no sync at all.
-        s = 0 if stream is None else int(stream)
+        # -1: no ordering at all; None on CUDA: the legacy default stream (the
+        # array API's 1), which waits on kiln's ready event, not the host.
+        if stream is None:
+            stream = 1 if self.__dlpack_device__()[0] == _KDLCUDA else 0
+        s = int(stream)
         return _dlpack.export(self._handle, s, versioned)
 
     def __array__(self, dtype=None, copy=None):
