@@ -273,7 +273,10 @@ static PyObject *dispatcher_add(Dispatcher *self, PyObject *args) {
     int code;
     if (!PyArg_ParseTuple(PyList_GET_ITEM(in_types, i), "iO!", &code, &PyTuple_Type, &shape))
       goto fail;
-    if (PyTuple_GET_SIZE(shape) > KILN_MAX_RANK) Py_RETURN_FALSE; /* kiln refuses it later */
+    if (PyTuple_GET_SIZE(shape) > KILN_MAX_RANK) { /* kiln refuses it on the Python path */
+      signature_clear(&s);
+      Py_RETURN_FALSE;
+    }
     s.dtypes[i] = (kiln_dtype)code;
     s.ranks[i] = (int)PyTuple_GET_SIZE(shape);
     for (int d = 0; d < s.ranks[i]; d++) s.shapes[i][d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
