@@ -5,13 +5,17 @@ JAX function, in one process, on each framework's default device.
 Each row is a function and an input kind: `resident` passes each
 framework's own array (a kiln.Array, a jax.Array), `numpy` passes a NumPy
 array (converted on every call). A sample times --batch calls issued back
-to back, then waits for the last result, and divides by --batch; the
-median and the best of --iters samples are reported in microseconds.
+to back, then waits for the last result, and divides by --batch. kiln and
+JAX alternate, row by row, for --repeats rounds (so that load from other
+processes falls on both); the median and the best of all of a row's
+samples are reported in microseconds.
 
-    python3 bench/python_dispatch.py [--iters N] [--batch N] [--json PATH]
+    python3 bench/python_dispatch.py [--iters N] [--batch N] [--repeats N]
+                                     [--note TEXT] [--json PATH]
 
 Run it with the package installed (pip install ./python) or with
-KILN_LIBRARY and PYTHONPATH=python pointing at a build.
+KILN_LIBRARY and PYTHONPATH=python pointing at a build (the extension
+module kiln._dispatch then built in place: setup.py build_ext --inplace).
 """
 import argparse
 import datetime
@@ -48,7 +52,7 @@ def sample(call, args, wait, iters, batch):
             out = call(*args)
         wait(out)
         times.append((time.perf_counter() - t0) / batch * 1e6)
-    return statistics.median(times), min(times)
+    return times
 
 
 def kiln_wait(out):
@@ -67,22 +71,31 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--batch", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--note", action="append", default=[], help="recorded in the report")
     ap.add_argument("--json", default=None, help="default bench/results/python_dispatch-<platform>.json")
     a = ap.parse_args()
 
     rng = np.random.default_rng(0)
-    rows = []
+    cases = []
     for name, (fn, shapes) in FUNCTIONS.items():
         host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
         kf, jf = kiln.jit(fn), jax.jit(fn)
-        for kind, kargs, jargs in (("resident", [kiln.asarray(h) for h in host],
-                                    [jnp.asarray(h) for h in host]),
-                                   ("numpy", host, host)):
-            k_med, k_min = sample(kf, kargs, kiln_wait, a.iters, a.batch)
-            j_med, j_min = sample(jf, jargs, jax.block_until_ready, a.iters, a.batch)
-            rows.append({"name": name, "inputs": kind, "kiln_us": round(k_med, 2),
-                         "kiln_best_us": round(k_min, 2), "jax_us": round(j_med, 2),
-                         "jax_best_us": round(j_min, 2), "kiln_over_jax": round(k_med / j_med, 3)})
+        cases.append((name, "resident", kf, [kiln.asarray(h) for h in host], jf,
+                      [jnp.asarray(h) for h in host]))
+        cases.append((name, "numpy", kf, host, jf, host))
+    samples = {(c[0], c[1]): ([], []) for c in cases}
+    for _ in range(a.repeats):
+        for name, kind, kf, kargs, jf, jargs in cases:
+            ks, js = samples[(name, kind)]
+            ks += sample(kf, kargs, kiln_wait, a.iters, a.batch)
+            js += sample(jf, jargs, jax.block_until_ready, a.iters, a.batch)
+    rows = []
+    for (name, kind), (ks, js) in samples.items():
+        k_med, j_med = statistics.median(ks), statistics.median(js)
+        rows.append({"name": name, "inputs": kind, "kiln_us": round(k_med, 2),
+                     "kiln_best_us": round(min(ks), 2), "jax_us": round(j_med, 2),
+                     "jax_best_us": round(min(js), 2), "kiln_over_jax": round(k_med / j_med, 3)})
 
     platform = kiln.devices()[0].platform
     print(f"{'function':<24} {'inputs':<9} {'kiln.jit us':>12} {'jax.jit us':>11} {'kiln/jax':>9}")
@@ -99,7 +112,8 @@ def main():
         "git_revision": git("rev-parse", "HEAD"),
         "git_dirty": bool(git("status", "--porcelain")),
         "hostname": socket.gethostname(),
-        "params": {"iters": a.iters, "batch": a.batch},
+        "params": {"iters": a.iters, "batch": a.batch, "repeats": a.repeats},
+        "notes": a.note,
         "rows": rows,
     }
     path = a.json or os.path.join(ROOT, "bench", "results", f"python_dispatch-{platform}.json")

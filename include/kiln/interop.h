@@ -99,8 +99,10 @@ typedef struct DLManagedTensorVersioned {
 
 /* DLPack's stream conventions (the Python array API's `stream` argument):
  * KILN_DLPACK_STREAM_NONE asks for no synchronisation at all (the consumer
- * orders the access itself); any other value names the consumer's stream
- * (a CUstream on CUDA, 0/1/2 as the array API defines; ignored on CPU). */
+ * orders the access itself); any other value names the consumer's stream:
+ * on CUDA a CUstream as an integer, the array API's 1 and 2 being the
+ * driver's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD handles (0 is the NULL
+ * stream); on CPU the value is ignored. */
 #define KILN_DLPACK_STREAM_NONE INT64_C(-1)
 
 /* Flags for kiln_array_from_dlpack. */
@@ -117,9 +119,11 @@ typedef enum kiln_dlpack_flag {
 /* Exports `a` (retained until the consumer calls the deleter; the kiln
  * reference the caller holds may be released at once). The tensor is
  * zero-copy and marked read-only: kiln arrays are immutable and shared.
- * Before returning, pending writes to `a` are made visible to `stream`
- * (nothing is waited for with KILN_DLPACK_STREAM_NONE). Strides are given
- * explicitly (compact row-major). KILN_ERR_DELETED for a deleted array. */
+ * Pending writes to `a` are made visible to `stream` first: on CUDA the
+ * consumer's stream is made to wait on a's ready event (no host wait, no
+ * device-wide sync), on CPU the host waits for them; nothing is ordered
+ * with KILN_DLPACK_STREAM_NONE. Strides are given explicitly (compact
+ * row-major). KILN_ERR_DELETED for a deleted array. */
 kiln_status kiln_array_to_dlpack(kiln_array *a, int64_t stream, DLManagedTensorVersioned **out);
 /* The same as a pre-1.0 DLManagedTensor, for consumers that do not accept
  * the versioned struct (which cannot carry the read-only flag: the consumer

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from . import _dlpack
+from . import _dispatch, _dlpack
 from ._lib import KilnError, check, lib
 
 __all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "from_dlpack",
@@ -67,19 +67,12 @@ def _dtype_from_name(name):
     return np.dtype(name)
 
 
-class Array:
-    """An immutable kiln array; owns one kiln reference."""
+class Array(_dispatch.ArrayBase):
+    """An immutable kiln array; owns one kiln reference. Array(handle,
+    aval=None): the C base (_dispatch.c) holds the handle, releases it when
+    the array dies and keeps the (dtype, shape) aval once known."""
 
-    __slots__ = ("_handle", "_aval", "__weakref__")
-
-    def __init__(self, handle, aval=None):
-        self._handle = handle
-        self._aval = aval  # (dtype, shape), read from kiln on first use
-
-    def __del__(self, _release=lib.kiln_array_release):  # bound: survives shutdown
-        if self._handle:
-            _release(self._handle)
-            self._handle = None
+    __slots__ = ()
 
     def aval(self):
         """(numpy dtype, shape): immutable, so cached (jit's cache key)."""
@@ -121,8 +114,11 @@ class Array:
             raise BufferError(f"kiln array lives on {self.__dlpack_device__()}, "
                               f"not on the requested {tuple(dl_device)}")
         versioned = max_version is not None and max_version[0] >= 1
-        # None: the consumer wants the data ready (wait); -1: no sync at all.
-        s = 0 if stream is None else int(stream)
+        # -1: no ordering at all; None on CUDA: the legacy default stream (the
+        # array API's 1), which waits on kiln's ready event, not the host.
+        if stream is None:
+            stream = 1 if self.__dlpack_device__()[0] == _KDLCUDA else 0
+        s = int(stream)
         return _dlpack.export(self._handle, s, versioned)
 
     def __array__(self, dtype=None, copy=None):

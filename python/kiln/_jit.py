@@ -2,14 +2,18 @@
 _jaxpr translates that to kiln IR, and kiln compiles and runs it.
 
 One kiln_jit per input signature (the pytree structure and each leaf's
-dtype and shape, as jax.jit keys its cache); the per-call path flattens the
-arguments, turns leaves into kiln arrays and makes one C call."""
+dtype and shape, as jax.jit keys its cache). A signature of flat positional
+arrays is also handed to the C call path (_dispatch.c), which matches and
+calls it without entering Python, as jax.jit's C++ fast path does; the
+Python path below serves the rest (pytrees, scalars, static arguments) and
+every first call."""
 import ctypes
 
 import numpy as np
 
-from . import Array, _context, _from_host, asarray, from_dlpack  # defined before this import
-from ._lib import check, lib
+from . import (Array, KilnError, _context, _default_device, _dispatch, _dtype_code, _from_host,
+               asarray, from_dlpack)  # defined before this import
+from ._lib import check, function_addresses, lib
 
 _cache_miss = object()
 
@@ -47,6 +51,8 @@ class _Compiled:
 # are copied, which costs less than the capsule exchange.
 _ZERO_COPY_BYTES = 1 << 16
 
+_dispatch.bind(function_addresses(), KilnError, Array, np.ndarray, _ZERO_COPY_BYTES)
+
 
 def _leaf_key(x, _scalars=(bool, int, float)):
     # Python scalars are weakly typed in JAX: their kind, not a dtype, keys them.
@@ -58,8 +64,9 @@ def _leaf_key(x, _scalars=(bool, int, float)):
     return (x.dtype, x.shape) if hasattr(x, "dtype") else type(x)
 
 
-class Jitted:
-    """The callable kiln.jit returns."""
+class Jitted(_dispatch.Dispatcher):
+    """The callable kiln.jit returns: calling it runs the C call path
+    (Dispatcher), which falls back to _call_slow."""
 
     def __init__(self, fn, static_argnums=()):
         import jax
@@ -81,7 +88,23 @@ class Jitted:
         out_avals = [(np.dtype(o.dtype), tuple(o.shape)) for o in out_leaves]
         entry = _Compiled(text, consts, in_dtypes, out_tree, out_avals, self.__name__)
         self._cache[key] = entry
+        self._register(entry, leaves, treedef, key)
         return entry
+
+    def _register(self, entry, leaves, treedef, key):
+        """Hands a signature of flat positional arrays to the C call path."""
+        tu = self._jax.tree_util
+        if self._static or treedef != tu.tree_structure((0,) * len(leaves)):
+            return
+        # Python scalars (weakly typed) and dtypes JAX narrows (int64 without
+        # x64) need the Python path's conversion.
+        if not all(type(k) is tuple and k[0] == dt for k, dt in zip(key[2], entry.in_dtypes)):
+            return
+        in_types = [(_dtype_code(dt), tuple(shape)) for dt, shape in key[2]]
+        n = entry.n_out
+        flat = entry.out_tree == tu.tree_structure(0 if n == 1 else (0,) * n)
+        self._add_signature(entry, entry.jit, _default_device()._handle, list(entry.const_handles),
+                            in_types, tuple(entry.out_avals), None if flat else entry.out_tree)
 
     def _split(self, args):
         """(dynamic args, static values): static args go into the cache key."""
@@ -104,7 +127,7 @@ class Jitted:
             entry = self._compile(args, leaves, treedef, key)
         return entry, leaves
 
-    def __call__(self, *args):
+    def _call_slow(self, *args):
         entry, leaves = self._entry(args)
         handles, keep = list(entry.const_handles), []
         for x, dt in zip(leaves, entry.in_dtypes):

@@ -58,6 +58,14 @@ def _load():
 lib = _load()
 
 
+def function_addresses():
+    """{name: address} of the functions declared above, for _dispatch.bind."""
+    return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            for name in ("kiln_jit_call_arrays", "kiln_array_release", "kiln_array_dtype",
+                         "kiln_array_rank", "kiln_array_shape", "kiln_array_from_host",
+                         "kiln_array_from_dlpack", "kiln_last_error")}
+
+
 class KilnError(RuntimeError):
     """A kiln call failed; the message is kiln's own."""
 

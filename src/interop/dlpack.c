@@ -64,12 +64,13 @@ static kiln_status kinterop_export_new(const char *op, kiln_array *a, int64_t st
   kiln_device_info info;
   kiln_status st = kiln_device_info_get(kiln_array_device(a), &info);
   if (st) return st;
-  /* The consumer reads the memory as soon as it has the tensor: pending
-   * writes must be done by then. The wait is on the host (correct for any
-   * consumer stream); STREAM_NONE leaves ordering to the consumer. */
-  if (stream != KILN_DLPACK_STREAM_NONE && (st = kinterop_array_wait(a))) {
+  /* The consumer may use the memory as soon as it has the tensor: its
+   * stream (the host on CPU) is ordered after the pending writes;
+   * STREAM_NONE leaves ordering to the consumer. */
+  if (stream != KILN_DLPACK_STREAM_NONE && (st = kinterop_array_order(a, stream))) {
     kiln_array_describe(a, t, sizeof t);
-    return kcore_fail_wrap(st, "%s: waiting for %s before export", op, t);
+    return kcore_fail_wrap(st, "%s: ordering stream %lld after %s's pending writes", op,
+                           (long long)stream, t);
   }
   kinterop_export *e = calloc(1, sizeof *e);
   if (!e) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);

@@ -11,6 +11,10 @@
  * wait for its pending writes. */
 uintptr_t kinterop_array_address(const kiln_array *a);
 kiln_status kinterop_array_wait(const kiln_array *a);
+/* Makes a's pending writes visible to a consumer's `stream`: on CUDA the
+ * stream (a CUstream as an integer) waits on a's ready event; on CPU the
+ * host waits. */
+kiln_status kinterop_array_order(const kiln_array *a, int64_t stream);
 /* The device's CUDA ordinal (0 on CPU) and its compute stream (a CUstream as
  * an integer; 0 on CPU), the stream a DLPack producer is asked to order on. */
 int kinterop_device_ordinal(const kiln_device *dev);

@@ -15,6 +15,19 @@ static bool kinterop_is_cuda(const kiln_device *dev) {
   return dev->backend->kind == KILN_BACKEND_CUDA;
 }
 
+kiln_status kinterop_array_order(const kiln_array *a, int64_t stream) {
+  if (!kinterop_is_cuda(a->device)) return kinterop_array_wait(a);
+  if (a->buf.nbytes == 0) return KILN_OK;
+  /* The consumer's stream waits on the buffer's ready event: the host does
+   * not, and kiln's streams go on. */
+  kcuda_device *d = kcuda_impl(a->device);
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  st = kcuda_after_ready(d, (CUstream)(uintptr_t)stream, &a->buf);
+  kcuda_leave(d);
+  return st;
+}
+
 int kinterop_device_ordinal(const kiln_device *dev) {
   return kinterop_is_cuda(dev) ? kcuda_impl(dev)->ordinal : 0;
 }
