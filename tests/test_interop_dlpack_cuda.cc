@@ -1,6 +1,7 @@
-// DLPack export on the CUDA backend over the stand-in driver (fake_cuda/):
-// the consumer's stream waits on the array's ready event, the host never
-// waits. kiln's compute stream is held behind a gate, so that the array's
+// DLPack on the CUDA backend over the stand-in driver (fake_cuda/): on
+// export the consumer's stream waits on the array's ready event, and an
+// import's release defers the producer's deleter until kiln's queued work
+// is done; the host never waits. kiln's compute stream is held behind a gate, so that the array's
 // upload is still pending when it is exported; a host wait there would be
 // the stand-in's stall error, not a hang.
 #include <cuda.h>
@@ -52,6 +53,14 @@ struct Driver {
 };
 
 int gate_open(void *flag) { return *static_cast<int *>(flag); }
+
+// A producer's deleter that counts its calls, then runs the one it replaced.
+int g_deleted = 0;
+void (*g_inner_deleter)(DLManagedTensorVersioned *) = nullptr;
+void counting_deleter(DLManagedTensorVersioned *t) {
+  g_deleted++;
+  g_inner_deleter(t);
+}
 
 class DlpackFakeCuda : public ::testing::Test {
  protected:
@@ -158,6 +167,48 @@ TEST_F(DlpackFakeCuda, AnInvalidConsumerStreamIsAnErrorNamingTheArray) {
   EXPECT_NE(msg.find("stream 12345"), std::string::npos) << msg;
   EXPECT_NE(msg.find("f32[4]"), std::string::npos) << msg;
   kiln_array_release(a);
+}
+
+// An import read by work still queued (behind the closed gate): releasing it
+// returns at once and owes the producer's deleter until that work is done.
+// (Before, the release waited on the host: the stand-in's stall error.)
+TEST_F(DlpackFakeCuda, ReleasingAnImportDefersTheDeleterUntilQueuedWorkIsDone) {
+  kiln_array *a = PendingArray();
+  ASSERT_NE(a, nullptr);
+  DLManagedTensorVersioned *t = nullptr;
+  ASSERT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &t), KILN_OK) << kiln_last_error();
+  g_deleted = 0;
+  g_inner_deleter = t->deleter;
+  t->deleter = counting_deleter;
+  kiln_array *b = nullptr;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, t, 0, &b), KILN_OK) << kiln_last_error();
+  kiln_array_release(b);
+  EXPECT_EQ(g_deleted, 0) << "the deleter ran while queued work may read the memory";
+  open_ = 1;
+  ASSERT_EQ(kiln_device_synchronize(dev_), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(g_deleted, 1);
+  kiln_array_release(a);
+}
+
+// A deleter still owed when the context goes runs at its teardown: nothing
+// leaks and the producer gets its memory back.
+TEST_F(DlpackFakeCuda, TheContextsTeardownRunsTheDeletersStillOwed) {
+  kiln_array *a = PendingArray();
+  ASSERT_NE(a, nullptr);
+  DLManagedTensorVersioned *t = nullptr;
+  ASSERT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &t), KILN_OK) << kiln_last_error();
+  g_deleted = 0;
+  g_inner_deleter = t->deleter;
+  t->deleter = counting_deleter;
+  kiln_array *b = nullptr;
+  ASSERT_EQ(kiln_array_from_dlpack(dev_, t, 0, &b), KILN_OK) << kiln_last_error();
+  kiln_array_release(b);
+  kiln_array_release(a); /* the export's reference is the deleter's to drop */
+  EXPECT_EQ(g_deleted, 0);
+  open_ = 1;
+  kiln_ctx_free(ctx_);
+  ctx_ = nullptr;
+  EXPECT_EQ(g_deleted, 1);
 }
 
 }  // namespace

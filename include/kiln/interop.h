@@ -137,7 +137,9 @@ kiln_status kiln_array_to_dlpack_unversioned(kiln_array *a, int64_t stream,
  * directly (host memory -- kDLCPU, kDLCUDAHost, kDLCUDAManaged -- for a CPU
  * device; kDLCUDA or kDLCUDAManaged memory of the same GPU for a CUDA
  * device) becomes an array over the producer's memory, and the deleter runs
- * when that array is released (after kiln's queued work on it is done), so
+ * when that array is released, once kiln's queued work on it is done (on
+ * CUDA without a host wait: the deleter then runs on a kiln thread, at a
+ * later release, wait or synchronize on the device, or kiln_ctx_free), so
  * the producer's data stays alive while kiln holds it. kiln never writes
  * it: such an array cannot be donated. On CUDA the producer must have made
  * the data ready on kiln_device_dlpack_stream's stream (DLPack's

@@ -6,9 +6,14 @@
 
 static void kdev_buffer_free(kiln_array *a) {
   if (a->buf.foreign_free) {
-    /* Kernels still reading the memory are queued work: let them finish
-     * before the producer may reuse it. The backend releases only its own
+    /* Kernels still reading the memory are queued work: the producer may
+     * reuse it only after they finish. The backend releases only its own
      * state of the buffer (its ready marker), with no memory to free. */
+    if (a->device->ops->release_foreign) {
+      a->device->ops->release_foreign(a->device, &a->buf);
+      memset(&a->buf, 0, sizeof a->buf);
+      return;
+    }
     kdev_buffer own = a->buf;
     if (a->device->ops->synchronize(a->device) != KILN_OK)
       kcore_log(KILN_LOG_ERROR, KILN_LOG_ERROR, "releasing a DLPack import on %s: %s",

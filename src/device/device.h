@@ -61,6 +61,10 @@ typedef struct kdev_ops {
   kiln_status (*copy)(kiln_device *dst_dev, kdev_buffer *dst, kiln_device *src_dev,
                       const kdev_buffer *src, size_t nbytes);
   kiln_status (*synchronize)(kiln_device *dev);
+  /* Optional, for memory another framework lent (buf->foreign_free set):
+   * calls foreign_free(foreign) once the work queued so far on the device
+   * is done, without waiting on the host. Without it the caller waits. */
+  void (*release_foreign)(kiln_device *dev, kdev_buffer *buf);
 } kdev_ops;
 
 typedef struct kdev_backend kdev_backend;

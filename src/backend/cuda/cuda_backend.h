@@ -231,6 +231,16 @@ typedef struct kcuda_events {
   CUevent spare[KCUDA_EVENT_SPARES];
 } kcuda_events;
 
+/* DLPack imports released while queued work may still read them; their
+ * producers' deleters are owed until that work is done (foreign.c). */
+typedef struct kcuda_foreign {
+  pthread_mutex_t lock;
+  bool lock_ready;
+  atomic_int pending; /* n, readable without the lock */
+  int n, cap;
+  struct kcuda_foreign_entry *v;
+} kcuda_foreign;
+
 /* One GPU's state: kiln_device.impl. */
 typedef struct kcuda_device {
   const kcuda_driver *drv;
@@ -259,6 +269,7 @@ typedef struct kcuda_device {
   struct kcuda_gemm_stream *gemm;
   kcuda_trail trail;
   kcuda_events events;
+  kcuda_foreign foreign;
 } kcuda_device;
 
 /* The backend's state: kiln_ctx.backend_state. */
@@ -277,6 +288,20 @@ kiln_status kcuda_enter(kcuda_device *d);
 void kcuda_leave(kcuda_device *d);
 /* Logs a failed driver call made where no status can be returned (teardown). */
 void kcuda_log_failure(const kcuda_device *d, CUresult rc, const char *call);
+
+/* A spare event or a new one; kcuda_event_give keeps it as a spare or
+ * destroys it. Inside the device's context. */
+kiln_status kcuda_event_take(kcuda_device *d, CUevent *ev);
+void kcuda_event_give(kcuda_device *d, CUevent ev);
+
+/* ---- DLPack imports' release (foreign.c) ----
+ * kcuda_release_foreign is kdev_ops.release_foreign; poll runs the deleters
+ * whose work is done (inside the context); open/close by device setup and
+ * teardown (close runs every deleter still owed, after the streams' sync). */
+void kcuda_release_foreign(kiln_device *dev, kdev_buffer *buf);
+void kcuda_foreign_poll(kcuda_device *d);
+kiln_status kcuda_foreign_open(kcuda_device *d);
+void kcuda_foreign_close(kcuda_device *d);
 
 /* Orders `stream` after all work queued so far on the device's compute
  * stream. Call inside kcuda_enter. */

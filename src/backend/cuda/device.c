@@ -46,7 +46,7 @@ out:
 
 /* A spare event, or a new one. Re-recording a spare is safe: a wait
  * enqueued on it earlier keeps referring to the record it saw. */
-static kiln_status kcuda_event_take(kcuda_device *d, CUevent *ev) {
+kiln_status kcuda_event_take(kcuda_device *d, CUevent *ev) {
   kiln_status st = KILN_OK;
   pthread_mutex_lock(&d->events.lock);
   *ev = d->events.n > 0 ? d->events.spare[--d->events.n] : NULL;
@@ -58,7 +58,7 @@ out:
 
 /* Keeps the event as a spare, or destroys it (allowed while it is pending:
  * the driver frees it once it completes). Inside the device's context. */
-static void kcuda_event_give(kcuda_device *d, CUevent ev) {
+void kcuda_event_give(kcuda_device *d, CUevent ev) {
   pthread_mutex_lock(&d->events.lock);
   bool kept = d->events.n < KCUDA_EVENT_SPARES;
   if (kept) d->events.spare[d->events.n++] = ev;
@@ -152,6 +152,7 @@ static kiln_status kcuda_wait(kiln_device *dev, const kdev_buffer *buf) {
   kiln_status st = kcuda_enter(d);
   if (st) return st;
   KCUDA_CU(d->drv, d->where, cuEventSynchronize, ((CUevent)buf->ready), out);
+  kcuda_foreign_poll(d);
 out:
   st = kcuda_trail_blame(d, st);
   kcuda_leave(d);
@@ -165,6 +166,7 @@ static kiln_status kcuda_synchronize(kiln_device *dev) {
   if (st) return st;
   KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->compute), out);
   KCUDA_CU(d->drv, d->where, cuStreamSynchronize, (d->copy), out);
+  kcuda_foreign_poll(d);
 out:
   st = kcuda_trail_blame(d, st);
   kcuda_leave(d);
@@ -179,6 +181,7 @@ static const kdev_ops kcuda_ops = {
     .wait = kcuda_wait,
     .copy = kcuda_copy,
     .synchronize = kcuda_synchronize,
+    .release_foreign = kcuda_release_foreign,
 };
 
 kiln_status kcuda_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used) {
@@ -278,7 +281,8 @@ static kiln_status kcuda_device_setup(kcuda_device *d) {
   if (pthread_mutex_init(&d->events.lock, NULL) != 0)
     return kcore_fail(KILN_ERR_INTERNAL, "%s: pthread_mutex_init failed", d->where);
   d->events.lock_ready = true;
-  if ((st = kcuda_pool_create(d)) || (st = kcuda_staging_create(d)) || (st = kcuda_trail_open(d)))
+  if ((st = kcuda_foreign_open(d)) || (st = kcuda_pool_create(d)) ||
+      (st = kcuda_staging_create(d)) || (st = kcuda_trail_open(d)))
     goto out;
 out:
   return st;
@@ -298,6 +302,7 @@ static void kcuda_device_close(kcuda_device *d) {
   kcuda_gemm_stream_free(d->gemm); /* its workspace's free completes in the sync below */
   if (d->copy) KCUDA_TEARDOWN(cuStreamSynchronize, (d->copy));
   if (d->compute) KCUDA_TEARDOWN(cuStreamSynchronize, (d->compute));
+  kcuda_foreign_close(d); /* deleters owed (their events are spares until below) */
   kcuda_trail_close(d);
   for (int k = 0; k < d->events.n; k++) KCUDA_TEARDOWN(cuEventDestroy, (d->events.spare[k]));
   if (d->events.lock_ready) pthread_mutex_destroy(&d->events.lock);
