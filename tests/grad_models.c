@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kiln/numpy.h"
+#include "kiln/transform.h"
 
 const char *const kGradModelsLayerLeaves[GRAD_MODELS_LAYER_LEAVES] = {
     "ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
@@ -69,16 +70,37 @@ static kiln_val *attention(kiln_trace *t, const kiln_tree *l, kiln_val *x) {
   return kiln_matmul(t, kiln_matmul(t, s, v), arg(l, 5));
 }
 
-kiln_tree *grad_models_transformer_loss(kiln_trace *t, const kiln_tree *a, void *user) {
+// (layer params, h) -> h after one block
+static kiln_tree *block(kiln_trace *t, const kiln_tree *a, void *user) {
   (void)user;
-  const kiln_tree *layers = kiln_tree_child(a, 0);
+  const kiln_tree *l = kiln_tree_child(a, 0);
   kiln_val *h = arg(a, 1);
-  for (size_t i = 0; i < kiln_tree_num_children(layers); i++) {
-    const kiln_tree *l = kiln_tree_child(layers, i);
-    h = kiln_add(t, h, attention(t, l, layernorm(t, h, arg(l, 0), arg(l, 1))));
-    kiln_val *m = gelu(t, kiln_add(t, kiln_matmul(t, layernorm(t, h, arg(l, 6), arg(l, 7)), arg(l, 8)), arg(l, 9)));
-    h = kiln_add(t, h, kiln_add(t, kiln_matmul(t, m, arg(l, 10)), arg(l, 11)));
+  h = kiln_add(t, h, attention(t, l, layernorm(t, h, arg(l, 0), arg(l, 1))));
+  kiln_val *m = gelu(t, kiln_add(t, kiln_matmul(t, layernorm(t, h, arg(l, 6), arg(l, 7)), arg(l, 8)), arg(l, 9)));
+  return kiln_tree_val(kiln_add(t, h, kiln_add(t, kiln_matmul(t, m, arg(l, 10)), arg(l, 11))));
+}
+
+kiln_tree *grad_models_transformer_loss(kiln_trace *t, const kiln_tree *a, void *user) {
+  const kiln_remat_policy *remat = (const kiln_remat_policy *)user;
+  const kiln_tree *layers = kiln_tree_child(a, 0);
+  kiln_func *f = NULL, *cf = NULL;
+  if (kiln_func_new(block, NULL, "block", &f)) return NULL;
+  if (remat && kiln_checkpoint(f, *remat, &cf)) {
+    kiln_func_free(f);
+    return NULL;
   }
+  kiln_tree *h = kiln_tree_val(arg(a, 1));
+  for (size_t i = 0; h && i < kiln_tree_num_children(layers); i++) {
+    kiln_tree *kids[2] = {kiln_tree_clone(kiln_tree_child(layers, i)), h};
+    kiln_tree *in = kiln_tree_tuple(2, kids);
+    h = kiln_call(t, remat ? cf : f, in);
+    kiln_tree_free(in);
+  }
+  kiln_func_free(cf);
+  kiln_func_free(f);
+  if (!h) return NULL;
+  kiln_val *out = kiln_tree_leaf_get(h)->u.val;
+  kiln_tree_free(h);
   int axes[2] = {0, 1};
-  return kiln_tree_val(kiln_reduce_sum(t, kiln_mul(t, h, arg(a, 2)), 2, axes));
+  return kiln_tree_val(kiln_reduce_sum(t, kiln_mul(t, out, arg(a, 2)), 2, axes));
 }

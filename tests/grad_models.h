@@ -25,6 +25,8 @@ kiln_tree *grad_models_cnn_loss(kiln_trace *t, const kiln_tree *args, void *user
 // params a tuple of layers (each kGradModelsLayerLeaves), x [S,D], c [S,D]:
 // pre-layernorm blocks h += attn(ln1(h)) wo (one head, causal mask), then
 // h += gelu(ln2(h) w1 + b1) w2 + b2 (tanh GELU); the loss is sum(h * c).
+// user NULL, or a kiln_remat_policy * that wraps each layer in
+// kiln_checkpoint (jax.checkpoint) with that policy.
 kiln_tree *grad_models_transformer_loss(kiln_trace *t, const kiln_tree *args, void *user);
 
 #ifdef __cplusplus

@@ -2,10 +2,12 @@
 // jax.value_and_grad (golden/transform_models.py): the models of
 // grad_models.c that bench/grad times (an MLP, a CNN with max-pool, a
 // 2-layer transformer block: layernorm, causal attention, GELU, residuals),
-// with respect to every parameter and the input; and bf16 gradients of a
+// with respect to every parameter and the input (the transformer also
+// with its layers under kiln_checkpoint); and bf16 gradients of a
 // few primitives with JAX's bf16 tolerance. (The scan RNN's gradient is in
 // test_transform_control.cc.)
 #include "grad_models.h"
+#include "kiln/transform.h"
 #include "transform_test_util.h"
 
 namespace {
@@ -30,6 +32,7 @@ struct Model {
   std::string name;
   kiln_fn loss;
   std::vector<std::string> leaves;  // the params' golden names, flattened
+  void *user = nullptr;
 };
 
 kiln_tree *Params(Ctx &c, const Model &m) {
@@ -70,12 +73,15 @@ class Models : public ::testing::TestWithParam<kiln_executor> {};
 
 TEST_P(Models, ValueAndGradMatchJax) {
   Ctx c(GetParam());
+  // the transformer also with each layer under kiln_checkpoint: the same values
+  kiln_remat_policy remat = KILN_REMAT_NOTHING_SAVEABLE;
   const Model models[] = {{"mlp", grad_models_mlp_loss, Leaves("mlp", 4)},
                           {"cnn", grad_models_cnn_loss, Leaves("cnn", 6)},
-                          {"transformer", grad_models_transformer_loss, Leaves("transformer", 0)}};
+                          {"transformer", grad_models_transformer_loss, Leaves("transformer", 0)},
+                          {"transformer", grad_models_transformer_loss, Leaves("transformer", 0), &remat}};
   for (const Model &m : models) {
-    SCOPED_TRACE(m.name);
-    Func f(m.loss, nullptr, m.name.c_str());
+    SCOPED_TRACE(m.name + (m.user ? " (remat)" : ""));
+    Func f(m.loss, m.user, m.name.c_str());
     kiln_func *vg = nullptr;
     int argnums[2] = {0, 1};
     ASSERT_EQ(kiln_value_and_grad(f.f, argnums, 2, 0, &vg), KILN_OK) << kiln_last_error();
