@@ -61,12 +61,19 @@ def attention(l, x):
   return (s @ v) @ l["wo"]
 
 
-def transformer_loss(layers, x, c):
+def block(l, h):
+  h = h + attention(l, layernorm(h, l["ln1_g"], l["ln1_b"]))
+  m = jax.nn.gelu(layernorm(h, l["ln2_g"], l["ln2_b"]) @ l["w1"] + l["b1"], approximate=True)
+  return h + (m @ l["w2"] + l["b2"])
+
+
+def transformer_loss(layers, x, c, remat=False):
+  """remat: each layer under jax.checkpoint (nothing saveable), as kiln's
+  kiln_checkpoint in grad_models.c"""
+  f = jax.checkpoint(block) if remat else block
   h = x
   for l in layers:
-    h = h + attention(l, layernorm(h, l["ln1_g"], l["ln1_b"]))
-    m = jax.nn.gelu(layernorm(h, l["ln2_g"], l["ln2_b"]) @ l["w1"] + l["b1"], approximate=True)
-    h = h + (m @ l["w2"] + l["b2"])
+    h = f(l, h)
   return jnp.sum(h * c)
 
 
