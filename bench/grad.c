@@ -66,7 +66,8 @@ static int models(bool quick, kiln_remat_policy *remat, model *out, kbench_repor
   leaf(m, 0, 2, in, hid, 0, 0), leaf(m, 1, 1, hid, 0, 0, 0), leaf(m, 2, 2, hid, k, 0, 0);
   leaf(m, 3, 1, k, 0, 0, 0), leaf(m, 4, 2, n, in, 0, 0), leaf(m, 5, 2, n, k, 0, 0);
   kbench_report_param(r, "mlp.batch", (double)n), kbench_report_param(r, "mlp.in", (double)in);
-  kbench_report_param(r, "mlp.hidden", (double)hid), kbench_report_param(r, "mlp.classes", (double)k);
+  kbench_report_param(r, "mlp.hidden", (double)hid);
+  kbench_report_param(r, "mlp.classes", (double)k);
 
   int64_t cb = quick ? 2 : 32, hw = quick ? 6 : 28, ci = quick ? 2 : 1, c1 = quick ? 4 : 16;
   int64_t c2 = quick ? 5 : 32;
@@ -116,10 +117,12 @@ static kiln_status make_leaf(kiln_device *dev, const model *m, int i, kiln_tree 
   if (!v) return kiln_fail(KILN_ERR_OUT_OF_MEMORY, "bench_grad: no memory");
   bool labels = m->one_hot_classes && i == m->n_params + 1;
   bool gain = m->layers && i < m->n_params && (i % 12 == 0 || i % 12 == 6);
-  for (int64_t j = 0; j < n; j++) v[j] = labels ? 0.0f : gain ? uniform(0.8f, 1.2f) : uniform(-sc, sc);
+  for (int64_t j = 0; j < n; j++)
+    v[j] = labels ? 0.0f : gain ? uniform(0.8f, 1.2f) : uniform(-sc, sc);
   if (labels)
     for (int64_t row = 0; row < m->shape[i][0]; row++)
-      v[row * m->one_hot_classes + (int64_t)(uniform(0, 1) * (float)m->one_hot_classes) % m->one_hot_classes] = 1;
+      v[row * m->one_hot_classes +
+        (int64_t)(uniform(0, 1) * (float)m->one_hot_classes) % m->one_hot_classes] = 1;
   kiln_array *a = NULL;
   kiln_status st = kiln_array_from_host(dev, KILN_F32, m->rank[i], m->shape[i], v,
                                         (size_t)n * sizeof *v, &a);

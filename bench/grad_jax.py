@@ -41,7 +41,8 @@ def run_kiln(args):
     path = os.path.join(d, "grad.json")
     cmd = [os.path.join(args.build, "bench", "bench_grad"), "--iters", str(args.iters),
            "--json", path] + (["--quick"] if args.quick else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, KILN_BACKEND="cpu"))
+    env = dict(os.environ, KILN_BACKEND="cpu")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
       sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}")
     with open(path) as f:

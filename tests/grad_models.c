@@ -19,7 +19,8 @@ static kiln_val *f32(kiln_trace *t, double v) { return kiln_scalar(t, KILN_F32, 
 // mean over rows of -sum(labels * log_softmax(logits))
 static kiln_val *xent(kiln_trace *t, kiln_val *logits, kiln_val *labels) {
   int ax1 = 1, ax0 = 0;
-  kiln_val *nll = kiln_sum(t, kiln_mul(t, labels, kiln_log_softmax(t, logits, 1, NULL)), 1, &ax1, 0);
+  kiln_val *logp = kiln_log_softmax(t, logits, 1, NULL);
+  kiln_val *nll = kiln_sum(t, kiln_mul(t, labels, logp), 1, &ax1, 0);
   return kiln_neg(t, kiln_mean(t, nll, 1, &ax0, 0));
 }
 
@@ -36,7 +37,8 @@ kiln_tree *grad_models_cnn_loss(kiln_trace *t, const kiln_tree *a, void *user) {
   const kiln_tree *p = kiln_tree_child(a, 0);
   kiln_val *zero = f32(t, 0);
   int64_t win[2] = {2, 2};
-  kiln_val *h = kiln_max(t, kiln_add(t, kiln_conv(t, arg(a, 1), arg(p, 0), NULL, "SAME"), arg(p, 1)), zero);
+  kiln_val *h = kiln_conv(t, arg(a, 1), arg(p, 0), NULL, "SAME");
+  h = kiln_max(t, kiln_add(t, h, arg(p, 1)), zero);
   h = kiln_max_pool(t, h, 2, win, win, "VALID", NULL);
   h = kiln_max(t, kiln_add(t, kiln_conv(t, h, arg(p, 2), NULL, "SAME"), arg(p, 3)), zero);
   int sp[2] = {1, 2};
@@ -48,13 +50,15 @@ static kiln_val *layernorm(kiln_trace *t, kiln_val *x, kiln_val *g, kiln_val *b)
   int ax = 1;
   kiln_val *c = kiln_sub(t, x, kiln_mean(t, x, 1, &ax, 1));
   kiln_val *var = kiln_mean(t, kiln_mul(t, c, c), 1, &ax, 1);
-  return kiln_add(t, kiln_mul(t, kiln_mul(t, c, kiln_rsqrt(t, kiln_add(t, var, f32(t, 1e-5)))), g), b);
+  kiln_val *y = kiln_mul(t, c, kiln_rsqrt(t, kiln_add(t, var, f32(t, 1e-5))));
+  return kiln_add(t, kiln_mul(t, y, g), b);
 }
 
 // jax.nn.gelu(approximate=True): 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3)))
 static kiln_val *gelu(kiln_trace *t, kiln_val *h) {
   kiln_val *h3 = kiln_mul(t, kiln_mul(t, h, h), h);
-  kiln_val *in = kiln_mul(t, f32(t, 0.79788456080286535588 /* sqrt(2/pi) */), kiln_add(t, h, kiln_mul(t, f32(t, 0.044715), h3)));
+  kiln_val *in = kiln_add(t, h, kiln_mul(t, f32(t, 0.044715), h3));
+  in = kiln_mul(t, f32(t, 0.79788456080286535588 /* sqrt(2/pi) */), in);
   return kiln_mul(t, kiln_mul(t, f32(t, 0.5), h), kiln_add(t, f32(t, 1), kiln_tanh(t, in)));
 }
 
@@ -76,7 +80,8 @@ static kiln_tree *block(kiln_trace *t, const kiln_tree *a, void *user) {
   const kiln_tree *l = kiln_tree_child(a, 0);
   kiln_val *h = arg(a, 1);
   h = kiln_add(t, h, attention(t, l, layernorm(t, h, arg(l, 0), arg(l, 1))));
-  kiln_val *m = gelu(t, kiln_add(t, kiln_matmul(t, layernorm(t, h, arg(l, 6), arg(l, 7)), arg(l, 8)), arg(l, 9)));
+  kiln_val *m = kiln_matmul(t, layernorm(t, h, arg(l, 6), arg(l, 7)), arg(l, 8));
+  m = gelu(t, kiln_add(t, m, arg(l, 9)));
   return kiln_tree_val(kiln_add(t, h, kiln_add(t, kiln_matmul(t, m, arg(l, 10)), arg(l, 11))));
 }
 

@@ -31,7 +31,8 @@ kiln_tree *Loss(kiln_trace *t, const kiln_tree *a, void *u) {
 }
 // (x, t) -> the jvp's tangent, for vmap
 kiln_tree *JvpTangent(kiln_trace *t, const kiln_tree *a, void *u) {
-  kiln_tree *args = Tuple({Tuple({kiln_tree_val(ArgVal(a, 0))}), Tuple({kiln_tree_val(ArgVal(a, 1))})});
+  kiln_tree *args =
+      Tuple({Tuple({kiln_tree_val(ArgVal(a, 0))}), Tuple({kiln_tree_val(ArgVal(a, 1))})});
   kiln_tree *out = kiln_call(t, (const kiln_func *)u, args);
   kiln_tree_free(args);
   if (!out) return nullptr;

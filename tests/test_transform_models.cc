@@ -18,7 +18,8 @@ const GoldenArray &M(const std::string &c, const std::string &n) { return G(c, n
 
 // |got - want| <= tol (1 + |want|), f32 (1e-4: a 2-layer block's gradient
 // sums many products) or bf16 (JAX's 1e-2)
-void Close(const std::vector<float> &got, const GoldenArray &want, double tol, const std::string &what) {
+void Close(const std::vector<float> &got, const GoldenArray &want, double tol,
+           const std::string &what) {
   ASSERT_EQ(got.size(), want.v.size()) << what;
   for (size_t i = 0; i < got.size(); i++) {
     if (std::isinf(want.v[i]))  // log1p's derivative at -1 in bf16
@@ -78,7 +79,8 @@ TEST_P(Models, ValueAndGradMatchJax) {
   const Model models[] = {{"mlp", grad_models_mlp_loss, Leaves("mlp", 4)},
                           {"cnn", grad_models_cnn_loss, Leaves("cnn", 6)},
                           {"transformer", grad_models_transformer_loss, Leaves("transformer", 0)},
-                          {"transformer", grad_models_transformer_loss, Leaves("transformer", 0), &remat}};
+                          {"transformer", grad_models_transformer_loss, Leaves("transformer", 0),
+                           &remat}};
   for (const Model &m : models) {
     SCOPED_TRACE(m.name + (m.user ? " (remat)" : ""));
     Func f(m.loss, m.user, m.name.c_str());
