@@ -77,12 +77,13 @@ kiln_val *PowMinus2(kiln_trace *t, kiln_val *x) { return kiln_integer_pow(t, x, 
 kiln_val *Pow0(kiln_trace *t, kiln_val *x) { return kiln_integer_pow(t, x, 0); }
 kiln_val *ToF16Precision(kiln_trace *t, kiln_val *x) { return kiln_reduce_precision(t, x, 5, 10); }
 
-TEST(Autodiff, SquareErfcLgammaIntegerPowReducePrecisionCopyMatchJax) {
+TEST(Autodiff, SquareErfcLgammaDigammaIntegerPowReducePrecisionCopyMatchJax) {
   Ctx c;
   const std::map<std::string, Unary> ops = {
       {"square", kiln_square}, {"erfc", kiln_erfc},           {"lgamma", kiln_lgamma},
       {"integer_pow_3", Pow3}, {"integer_pow_-2", PowMinus2}, {"integer_pow_0", Pow0},
-      {"reduce_precision", ToF16Precision}, {"copy", kiln_copy}};
+      {"reduce_precision", ToF16Precision}, {"copy", kiln_copy}, {"digamma", kiln_digamma},
+      {"digamma_neg", kiln_digamma}};
   for (const auto &[name, op] : ops)
     CheckRule(c, name, UnaryLoss, UnaryApply, (void *)op, "transform_special.txt");
 }

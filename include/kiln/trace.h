@@ -178,6 +178,7 @@ kiln_val *kiln_argmin(kiln_trace *t, kiln_val *x, int axis, kiln_dtype index_dty
 kiln_val *kiln_cumsum(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cumprod(kiln_trace *t, kiln_val *x, int axis, int reverse);
 kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse);
+kiln_val *kiln_cummin(kiln_trace *t, kiln_val *x, int axis, int reverse);
 /* lax.cumlogsumexp: the running log(sum(exp(x))) along axis (floats). */
 kiln_val *kiln_cumlogsumexp(kiln_trace *t, kiln_val *x, int axis, int reverse);
 /* lax.optimization_barrier: outs[i] = xs[i], with no work moved across. */

@@ -56,14 +56,19 @@ void kir_cumlogsumexp_evals(kir_eval_table *t) {
  * exp(m - y) with m the line's maximum (a primal), so the tangent is a
  * cumsum between two products by primals and transposes as one. Lines whose
  * running sum falls far (~88 in f32) below their maximum lose the leading
- * tangents to underflow. */
+ * tangents to underflow. Where a prefix is all -inf (y_i = -inf) the
+ * weights are 0/0: this takes their limit for equal entries, the mean of
+ * the prefix's tangents (JAX's scan gives t_0 at the first position and NaN
+ * from there on, even past the prefix; kiln stays finite and agrees
+ * wherever JAX is finite). Both weights are finite, so the transpose is. */
 static kiln_status jvp_cumlogsumexp(kir_program *p, const kir_eqn *e, const kir_vid *x,
                                     const kir_vid *y, const kir_vid *tx, kir_vid *ty) {
   const kir_aval *a = kir_var_aval(p, x[0]);
   int axis = (int)e->params.cumulative.axis;
+  bool rev = e->params.cumulative.reverse;
   kir_params pr = {0};
   pr.axes.axes = (kir_dims){1, {(int8_t)axis}};
-  kir_vid m, zero, fin, mb, xm, mx, w, s, f;
+  kir_vid m, zero, fin, mb, xm, mx, w, s, f, ninf, cnt, g, u;
   TRY(kir_emit(p, KIR_PRIM_REDUCE_MAX, &pr, 1, &x[0], &m));
   /* An all -inf line has no finite maximum: shift by 0 instead. */
   TRY(kir_emit1(p, KIR_PRIM_IS_FINITE, m, &fin));
@@ -80,11 +85,31 @@ static kiln_status jvp_cumlogsumexp(kir_program *p, const kir_eqn *e, const kir_
   TRY(kir_emit(p, KIR_PRIM_BROADCAST_IN_DIM, &br, 1, &m, &mb));
   TRY(kir_emit2(p, KIR_PRIM_SUB, x[0], mb, &xm));
   TRY(kir_emit1(p, KIR_PRIM_EXP, xm, &w));
+  /* y = -inf: exp(m - y) would be inf; weight 0 there and 1/count instead */
+  TRY(kir_emit_scalar(p, y[0], -INFINITY, &ninf));
+  TRY(kir_emit2(p, KIR_PRIM_EQ, y[0], ninf, &ninf));
   TRY(kir_emit2(p, KIR_PRIM_SUB, mb, y[0], &mx));
   TRY(kir_emit1(p, KIR_PRIM_EXP, mx, &f));
+  TRY(kir_emit_zeros(p, a, &zero));
+  TRY(kir_emit_select(p, ninf, f, zero, a, &f));
+  kir_params ip = {0};
+  ip.iota.dimension = axis;
+  ip.iota.dtype = KILN_I32;
+  ip.iota.shape = br.broadcast.shape;
+  TRY(kir_emit(p, KIR_PRIM_IOTA, &ip, 0, NULL, &cnt));
+  TRY(kir_emit_convert(p, cnt, a->dtype, &cnt));
+  /* the prefix's length: i + 1, or n - i reversed */
+  TRY(kir_emit_scalar(p, cnt, rev ? (double)a->shape[axis] : 1.0, &g));
+  TRY(rev ? kir_emit2(p, KIR_PRIM_SUB, g, cnt, &cnt) : kir_emit2(p, KIR_PRIM_ADD, cnt, g, &cnt));
+  TRY(kir_emit_scalar(p, cnt, 1.0, &g));
+  TRY(kir_emit2(p, KIR_PRIM_DIV, g, cnt, &g));
+  TRY(kir_emit_select(p, ninf, zero, g, a, &g));
   TRY(kir_emit2(p, KIR_PRIM_MUL, tx[0], w, &s));
   TRY(kir_emit(p, KIR_PRIM_CUMSUM, &e->params, 1, &s, &s));
-  return kir_emit2(p, KIR_PRIM_MUL, s, f, ty);
+  TRY(kir_emit2(p, KIR_PRIM_MUL, s, f, &s));
+  TRY(kir_emit(p, KIR_PRIM_CUMSUM, &e->params, 1, &tx[0], &u));
+  TRY(kir_emit2(p, KIR_PRIM_MUL, u, g, &u));
+  return kir_emit2(p, KIR_PRIM_ADD, s, u, ty);
 }
 
 void kir_cumlogsumexp_rules(kir_ad_rules *r) { r->jvp[KIR_PRIM_CUMLOGSUMEXP] = jvp_cumlogsumexp; }

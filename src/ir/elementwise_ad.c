@@ -1,6 +1,7 @@
 /* jvp and transpose rules of the elementwise primitives, with JAX's
  * conventions at the edges (abs and sign at 0, max/min ties splitting the
- * tangent, pow at 0, sqrt at 0 giving inf). */
+ * tangent, pow at 0, sqrt at 0 giving inf); digamma's derivative (trigamma)
+ * is emitted from primitives. */
 #include <string.h>
 #include "core/core.h"
 #include "ir/ir.h"
@@ -16,6 +17,59 @@ static kiln_status lit_op(kir_program *p, kir_prim prim, kir_vid x, double v, ki
   kir_vid c;
   TRY(kir_emit_scalar(p, x, v, &c));
   return kir_emit2(p, prim, x, c, out);
+}
+
+/* polygamma(1, x), the derivative of digamma (JAX's digamma jvp), from
+ * primitives so that it fuses and differentiates again: reflection below
+ * 1/2 (psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x)), the recurrence up to
+ * z + 10, then the asymptotic series to z^-15 (next term below 1e-15 of
+ * the value). f16/bf16 compute in f32, as JAX's upcast. */
+static kiln_status trigamma(kir_program *p, kir_vid x, kir_vid *c) {
+  static const double bern[] = {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66,
+                                -691.0 / 2730, 7.0 / 6}; /* B_2k, over z^(2k+1) */
+  kiln_dtype d = kir_var_aval(p, x)->dtype;
+  bool narrow = kiln_dtype_size(d) < 4;
+  kir_vid xf = x, refl, z, acc = KIR_NO_VAR, t, w, f, f2, s, r, q;
+  if (narrow) TRY(kir_emit_convert(p, x, KILN_F32, &xf));
+  const kir_aval *a = kir_var_aval(p, xf);
+  TRY(lit_op(p, KIR_PRIM_LT, xf, 0.5, &refl));
+  TRY(kir_emit_scalar(p, xf, 1.0, &t));
+  TRY(kir_emit2(p, KIR_PRIM_SUB, t, xf, &t));
+  TRY(kir_emit_select(p, refl, xf, t, a, &z));
+  kir_params ip;
+  memset(&ip, 0, sizeof ip);
+  ip.integer_pow.y = -2;
+  for (int k = 0; k < 10; k++) {
+    TRY(k ? lit_op(p, KIR_PRIM_ADD, z, k, &t) : (t = z, KILN_OK));
+    TRY(kir_emit(p, KIR_PRIM_INTEGER_POW, &ip, 1, &t, &t));
+    TRY(kir_emit_add_any(p, acc, t, &acc));
+  }
+  TRY(lit_op(p, KIR_PRIM_ADD, z, 10.0, &w));
+  TRY(kir_emit_scalar(p, w, 1.0, &f));
+  TRY(kir_emit2(p, KIR_PRIM_DIV, f, w, &f));
+  TRY(kir_emit2(p, KIR_PRIM_MUL, f, f, &f2));
+  TRY(kir_emit_scalar(p, f2, bern[6], &s)); /* Horner in f2 */
+  for (int k = 5; k >= 0; k--) {
+    TRY(kir_emit2(p, KIR_PRIM_MUL, s, f2, &s));
+    TRY(lit_op(p, KIR_PRIM_ADD, s, bern[k], &s));
+  }
+  /* f + f^2 (1/2 + f sum B_2k f^(2k-2)) */
+  TRY(kir_emit2(p, KIR_PRIM_MUL, s, f, &s));
+  TRY(lit_op(p, KIR_PRIM_ADD, s, 0.5, &s));
+  TRY(kir_emit2(p, KIR_PRIM_MUL, s, f2, &s));
+  TRY(kir_emit2(p, KIR_PRIM_ADD, s, f, &s));
+  TRY(kir_emit2(p, KIR_PRIM_ADD, acc, s, &r));
+  /* sin^2 has period 1 in x: reduce first so that large |x| keeps its digits */
+  TRY(kir_emit1(p, KIR_PRIM_FLOOR, xf, &t));
+  TRY(kir_emit2(p, KIR_PRIM_SUB, xf, t, &t));
+  TRY(lit_op(p, KIR_PRIM_MUL, t, 3.14159265358979323846, &t));
+  TRY(kir_emit1(p, KIR_PRIM_SIN, t, &t));
+  TRY(kir_emit2(p, KIR_PRIM_MUL, t, t, &t));
+  TRY(kir_emit_scalar(p, t, 9.86960440108935861883 /* pi^2 */, &q));
+  TRY(kir_emit2(p, KIR_PRIM_DIV, q, t, &q));
+  TRY(kir_emit2(p, KIR_PRIM_SUB, q, r, &q));
+  TRY(kir_emit_select(p, refl, r, q, a, c));
+  return narrow ? kir_emit_convert(p, *c, d, c) : KILN_OK;
 }
 
 /* d y / d x for the unary primitives whose derivative is a primal value. */
@@ -102,6 +156,7 @@ static kiln_status unary_coeff(kir_program *p, kir_prim prim, kir_vid x, kir_vid
       return lit_op(p, KIR_PRIM_MUL, a, -1.12837916709551257390, c);
     case KIR_PRIM_SQUARE: return lit_op(p, KIR_PRIM_MUL, x, 2.0, c);
     case KIR_PRIM_LGAMMA: return kir_emit1(p, KIR_PRIM_DIGAMMA, x, c);
+    case KIR_PRIM_DIGAMMA: return trigamma(p, x, c);
     case KIR_PRIM_ERF_INV: /* sqrt(pi)/2 exp(y^2) */
       TRY(kir_emit2(p, KIR_PRIM_MUL, y, y, &a));
       TRY(kir_emit1(p, KIR_PRIM_EXP, a, &a));
@@ -366,7 +421,7 @@ void kir_elementwise_ad(kir_ad_rules *r) {
       KIR_PRIM_LOGISTIC, KIR_PRIM_SIN,  KIR_PRIM_COS,   KIR_PRIM_TAN,   KIR_PRIM_ASIN,
       KIR_PRIM_ACOS, KIR_PRIM_ATAN,     KIR_PRIM_SINH,  KIR_PRIM_COSH,  KIR_PRIM_ASINH,
       KIR_PRIM_ACOSH, KIR_PRIM_ATANH,   KIR_PRIM_ERF,   KIR_PRIM_ERF_INV, KIR_PRIM_ERFC,
-      KIR_PRIM_SQUARE, KIR_PRIM_LGAMMA};
+      KIR_PRIM_SQUARE, KIR_PRIM_LGAMMA, KIR_PRIM_DIGAMMA};
   for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) r->jvp[unary[i]] = jvp_unary;
   static const kir_prim zero[] = {
       KIR_PRIM_SIGN, KIR_PRIM_FLOOR, KIR_PRIM_CEIL, KIR_PRIM_ROUND, KIR_PRIM_IS_FINITE,
@@ -383,8 +438,6 @@ void kir_elementwise_ad(kir_ad_rules *r) {
   r->jvp[KIR_PRIM_COPY] = jvp_linear;
   r->jvp[KIR_PRIM_REDUCE_PRECISION] = jvp_linear;
   r->jvp[KIR_PRIM_INTEGER_POW] = jvp_integer_pow;
-  /* digamma has none yet: its derivative is polygamma(1, x), which kiln
-   * lacks (autodiff reports "no jvp rule for digamma") */
   r->transpose[KIR_PRIM_COPY] = tr_like;
   r->transpose[KIR_PRIM_REDUCE_PRECISION] = tr_like;
   r->jvp[KIR_PRIM_SELECT_N] = jvp_select_n;

@@ -90,6 +90,9 @@ kiln_val *kiln_cumprod(kiln_trace *t, kiln_val *x, int axis, int reverse) {
 kiln_val *kiln_cummax(kiln_trace *t, kiln_val *x, int axis, int reverse) {
   return ktr_cumulative(t, "kiln_cummax", KIR_PRIM_CUMMAX, x, axis, reverse);
 }
+kiln_val *kiln_cummin(kiln_trace *t, kiln_val *x, int axis, int reverse) {
+  return ktr_cumulative(t, "kiln_cummin", KIR_PRIM_CUMMIN, x, axis, reverse);
+}
 
 kiln_val *kiln_cumlogsumexp(kiln_trace *t, kiln_val *x, int axis, int reverse) {
   return ktr_cumulative(t, "kiln_cumlogsumexp", KIR_PRIM_CUMLOGSUMEXP, x, axis, reverse);

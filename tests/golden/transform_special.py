@@ -1,8 +1,8 @@
 """Expected derivatives of the elementwise primitives issue 11 added, for
 tests/test_transform.cc, computed by JAX: for each, the vjp of x -> op(x)
 against a random cotangent c (the gradient of sum(op(x) * c)) and the jvp
-against a random tangent t, f32. digamma is left out: its jvp needs
-polygamma, which kiln lacks.
+against a random tangent t, f32. digamma's jvp is polygamma(1, x) in JAX;
+kiln emits trigamma from primitives (checked on both sides of 0).
 
     python3 tests/golden/transform_special.py   # writes transform_special.txt beside it
 """
@@ -25,6 +25,8 @@ CASES = {
     "reduce_precision": (lambda x: lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10),
                          (-2, 2)),
     "copy": (jnp.copy, (-2, 2)),
+    "digamma": (lax.digamma, (0.2, 6)),
+    "digamma_neg": (lax.digamma, (-2.9, -2.1)),
 }
 
 for name, (f, (lo, hi)) in CASES.items():
