@@ -38,6 +38,7 @@ typedef unsigned long long kiln_uptr;
  * of a small kernel's compile time. A call to anything not declared here
  * is an error, never an implicit int function. */
 #pragma GCC diagnostic error "-Wimplicit-function-declaration"
+#include <features.h> /* __GLIBC__: kernels/host.h declares libmvec's functions for glibc only */
 typedef __INT8_TYPE__ int8_t;
 typedef __INT16_TYPE__ int16_t;
 typedef __INT32_TYPE__ int32_t;
