@@ -4,7 +4,7 @@ kiln/jax per case, minimum and median over the rounds.
 
     python3 bench/side_by_side.py [--build build] [--rounds 5] [--iters 3]
         [--scales 1,0.25] [--only REGEX] [--matmul 512,1024,2048]
-        [--no-fusion] [--no-dispatch] [--json PATH] [--out PATH]
+        [--no-fusion] [--no-dispatch] [--json PATH] [--out PATH] [--note TEXT]...
 
 A round times every selected case with kiln (bench_fusion --fused-only and
 bench_matmul, each a fresh process: its kernels come from the disk cache,
@@ -133,6 +133,8 @@ def main():
   p.add_argument("--no-dispatch", action="store_true", help="no bench_dispatch rows")
   p.add_argument("--json", help="write the rounds and ratios here")
   p.add_argument("--out", help="write the markdown table here (default: stdout only)")
+  p.add_argument("--note", action="append", default=[],
+                 help="a line for the JSON's notes (machine load, what changed); repeatable")
   a = p.parse_args()
   a.scales = [float(s) for s in a.scales.split(",") if s]
   a.matmul = [int(n) for n in a.matmul.split(",") if n]
@@ -179,7 +181,7 @@ def main():
                  "device": dev.device_kind, "platform": dev.platform, "git_revision": rev,
                  "hostname": socket.gethostname(), "rounds": a.rounds, "iters": a.iters,
                  "date": datetime.datetime.now(datetime.timezone.utc).strftime(
-                     "%Y-%m-%dT%H:%M:%SZ"), "rows": rows}, f, indent=2)
+                     "%Y-%m-%dT%H:%M:%SZ"), "notes": a.note, "rows": rows}, f, indent=2)
       f.write("\n")
   return 0
 

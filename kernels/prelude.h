@@ -32,9 +32,42 @@ typedef unsigned long long kiln_uptr;
 #define KILN_POPC32(x) __popc(x)
 #define KILN_POPC64(x) __popcll(x)
 #else
+#ifdef KILN_HOST_KERNEL
+/* A generated host kernel declares the C library functions it calls rather
+ * than parse <math.h>, <stdint.h> and <string.h>: those headers are a fifth
+ * of a small kernel's compile time. A call to anything not declared here
+ * is an error, never an implicit int function. */
+#pragma GCC diagnostic error "-Wimplicit-function-declaration"
+#include <features.h> /* __GLIBC__: kernels/host.h declares libmvec's functions for glibc only */
+typedef __INT8_TYPE__ int8_t;
+typedef __INT16_TYPE__ int16_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT8_TYPE__ uint8_t;
+typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT64_TYPE__ uint64_t;
+typedef __UINTPTR_TYPE__ uintptr_t;
+#define KILN_LIBM1(fn) double fn(double); float fn##f(float);
+#define KILN_LIBM2(fn) double fn(double, double); float fn##f(float, float);
+KILN_LIBM1(acos) KILN_LIBM1(acosh) KILN_LIBM1(asin) KILN_LIBM1(asinh) KILN_LIBM1(atan)
+KILN_LIBM1(atanh) KILN_LIBM1(cbrt) KILN_LIBM1(cos) KILN_LIBM1(cosh) KILN_LIBM1(erf)
+KILN_LIBM1(erfc) KILN_LIBM1(exp) KILN_LIBM1(exp2) KILN_LIBM1(expm1) KILN_LIBM1(lgamma)
+KILN_LIBM1(log) KILN_LIBM1(log1p) KILN_LIBM1(log2) KILN_LIBM1(log10) KILN_LIBM1(sin)
+KILN_LIBM1(sinh) KILN_LIBM1(sqrt) KILN_LIBM1(tan) KILN_LIBM1(tanh) KILN_LIBM1(fabs)
+KILN_LIBM1(floor) KILN_LIBM1(ceil) KILN_LIBM1(rint) KILN_LIBM1(round) KILN_LIBM1(trunc)
+KILN_LIBM1(nearbyint) KILN_LIBM2(atan2) KILN_LIBM2(pow) KILN_LIBM2(fmod)
+KILN_LIBM2(copysign) KILN_LIBM2(nextafter) KILN_LIBM2(remainder) KILN_LIBM2(fmax)
+KILN_LIBM2(fmin) KILN_LIBM2(hypot)
+double ldexp(double, int); float ldexpf(float, int);
+int ilogb(double); int ilogbf(float);
+#undef KILN_LIBM1
+#undef KILN_LIBM2
+#else
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#endif
 #define KILN_FN static inline
 #define KILN_RESTRICT restrict
 typedef int8_t kiln_i8;
@@ -62,22 +95,22 @@ KILN_FN double kiln_bits_f64(kiln_u64 u) { return __longlong_as_double((long lon
 #else
 KILN_FN kiln_u32 kiln_f32_bits(float f) {
   kiln_u32 u;
-  memcpy(&u, &f, sizeof u);
+  __builtin_memcpy(&u, &f, sizeof u);
   return u;
 }
 KILN_FN float kiln_bits_f32(kiln_u32 u) {
   float f;
-  memcpy(&f, &u, sizeof f);
+  __builtin_memcpy(&f, &u, sizeof f);
   return f;
 }
 KILN_FN kiln_u64 kiln_f64_bits(double f) {
   kiln_u64 u;
-  memcpy(&u, &f, sizeof u);
+  __builtin_memcpy(&u, &f, sizeof u);
   return u;
 }
 KILN_FN double kiln_bits_f64(kiln_u64 u) {
   double f;
-  memcpy(&f, &u, sizeof f);
+  __builtin_memcpy(&f, &u, sizeof f);
   return f;
 }
 #endif

@@ -9,7 +9,9 @@
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define KILN_SPECIAL_FN static __host__ __device__ __forceinline__
 #else
+#ifndef KILN_HOST_KERNEL /* a generated kernel: the prelude declared what it needs */
 #include <math.h>
+#endif
 #define KILN_SPECIAL_FN static inline
 #endif
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/codegen.h"
 #include "kiln/kiln.h"
 #include "test_files.h"
 #include "scoped_env.h"
@@ -371,3 +372,30 @@ TEST_F(CcJitTest, BadArgumentsNameTheCall) {
 }
 
 }  // namespace
+
+// A host kernel's prelude declares libm itself instead of including
+// <math.h> (kernels/prelude.h); kernels/host.h must still see glibc and
+// declare the vector forms, or every exp loop silently runs one scalar call
+// per element: the compiled object must import a libmvec symbol (_ZGV...).
+TEST_F(CcJitTest, HostKernelLoopsCallTheVectorForms) {
+#if defined(__GLIBC__) && defined(__x86_64__)
+  if (Contains(cc_test_version(cc_), "clang"))
+    GTEST_SKIP() << "the simd declarations are for GCC: " << cc_test_version(cc_);
+  std::string src = KCG_HOST_KERNEL_MARK;
+  src += kcg_embedded_source("prelude.h");
+  src += kcg_embedded_source("special.h");
+  src += kcg_embedded_source("host.h");
+  src += "void kiln_exp_all(const float *restrict x, float *restrict y, int64_t n) {\n"
+         "  for (int64_t i = 0; i < n; ++i) y[i] = expf(x[i]);\n}\n";
+  void *so = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(cc_test_compile(cc_, "exp_all", src.c_str(), nullptr, 0, &so, &size), KILN_OK)
+      << kiln_last_error();
+  std::string bytes(static_cast<const char *>(so), size);
+  free(so);
+  EXPECT_TRUE(Contains(bytes, "_ZGV") && Contains(bytes, "_expf"))
+      << "the exp loop calls no vector form of expf";
+#else
+  GTEST_SKIP() << "libmvec is glibc's, declared on x86-64 only";
+#endif
+}
