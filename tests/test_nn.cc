@@ -154,7 +154,8 @@ TEST_F(Nn, ConvMatchesFlax) {
     std::vector<float> got = run(body, {array(KILN_F32, g.at("conv_x").data(), {2, 5, 6, 3}),
                                         array(KILN_F32, bias.data(), {4}),
                                         array(KILN_F32, g.at("conv_kernel").data(), {3, 3, 3, 4})});
-    const std::vector<float> &want = g.at(std::string("conv_") + (padding[0] == 'S' ? "same" : "valid"));
+    const std::vector<float> &want =
+        g.at(std::string("conv_") + (padding[0] == 'S' ? "same" : "valid"));
     ASSERT_EQ(got.size(), want.size()) << padding;
     for (size_t i = 0; i < got.size(); i++)  // sums of 27 products in another order
       EXPECT_NEAR(got[i], want[i], 2e-6 + 1e-5 * std::fabs(want[i])) << padding << " element " << i;

@@ -1,5 +1,6 @@
 /* train: the main job, on one device or data-parallel (--devices N).
- * Trains a CNN (conv 32, conv 64, dense 256; --model mlp: an MLP) on Fashion-MNIST (or any MNIST-format directory) with adam;
+ * Trains a CNN (conv 32, conv 64, dense 256; --model mlp: an MLP) on
+ * Fashion-MNIST (or any MNIST-format directory) with adam;
  * writes metrics.jsonl and a checkpoint per epoch into the out dir; --resume
  * continues from the checkpoint.
  *

@@ -298,12 +298,13 @@ static kiln_status setup(run *r, train_summary *sum) {
   const train_config *cfg = r->cfg;
   kiln_status s;
   if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
-      cfg->n_hidden > TRAIN_MAX_LAYERS || cfg->n_conv < 0 || cfg->n_conv > TRAIN_MAX_LAYERS || cfg->log_every < 1 || cfg->devices < 1 ||
+      cfg->n_hidden > TRAIN_MAX_LAYERS || cfg->n_conv < 0 || cfg->n_conv > TRAIN_MAX_LAYERS ||
+      cfg->log_every < 1 || cfg->devices < 1 ||
       cfg->devices > 1024 || cfg->batch_size % cfg->devices) {
     kiln_clear_error();
     return fail(KILN_ERR_ARGUMENT,
-                "train: invalid configuration (batch %lld, epochs %d, %d conv and %d hidden layers, "
-                "log every %lld, %d devices; the batch must split evenly over the devices)",
+                "train: invalid configuration (batch %lld, epochs %d, %d conv and %d hidden "
+                "layers, log every %lld, %d devices; the batch must split evenly over the devices)",
                 (long long)cfg->batch_size, cfg->epochs, cfg->n_conv, cfg->n_hidden,
                 (long long)cfg->log_every, cfg->devices);
   }

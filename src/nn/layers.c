@@ -85,8 +85,8 @@ kiln_tree *kiln_nn_conv_init(kiln_trace *t, kiln_val *key, int n, const int64_t 
   if (kiln_trace_status(t) != KILN_OK) return NULL;
   if (n < 1 || n > 3 || !kernel_size) {
     char msg[120];
-    snprintf(msg, sizeof msg, "kiln_nn_conv_init: needs 1 to 3 spatial dims and their sizes, got %d",
-             n);
+    snprintf(msg, sizeof msg,
+             "kiln_nn_conv_init: needs 1 to 3 spatial dims and their sizes, got %d", n);
     kiln_trace_fail(t, KILN_ERR_SHAPE, msg);
     return NULL;
   }
