@@ -128,6 +128,40 @@ TEST_F(Nn, DenseAndLayerNormMatchFlax) {
                g.at("ln_y"), "layernorm");
 }
 
+// flax.linen.Conv: its initializer is lecun_normal over the HWIO kernel (the
+// golden's lecun3), and SAME / strided VALID convolutions plus the bias.
+TEST_F(Nn, ConvMatchesFlax) {
+  for (uint32_t seed : {0u, 1u, 42u})
+    expect_bits(run([](kiln_trace *t, const std::vector<kiln_val *> &a) {
+                  const int64_t ks[2] = {3, 3};
+                  kiln_tree *p = kiln_nn_conv_init(t, a[0], 2, ks, 2, 4, KILN_F32);
+                  kiln_val *k = p ? kiln_tree_leaf_get(kiln_tree_get(p, "kernel"))->u.val : nullptr;
+                  kiln_tree_free(p);
+                  return k;
+                }, {key(seed)}),
+                g.at("lecun3 " + std::to_string(seed)), "conv kernel " + std::to_string(seed));
+  std::vector<float> bias(4);
+  for (int i = 0; i < 4; i++) bias[i] = static_cast<float>(i) * 0.1f;
+  for (const char *padding : {"SAME", "VALID"}) {
+    Body body = [padding](kiln_trace *t, const std::vector<kiln_val *> &a) {
+      kiln_tree *p = params2(t, "bias", a[1], "kernel", a[2]);
+      const int64_t strides[2] = {2, 2};
+      bool same = std::string(padding) == "SAME";
+      kiln_val *y = kiln_nn_conv(t, p, a[0], same ? nullptr : strides, padding);
+      kiln_tree_free(p);
+      return y;
+    };
+    std::vector<float> got = run(body, {array(KILN_F32, g.at("conv_x").data(), {2, 5, 6, 3}),
+                                        array(KILN_F32, bias.data(), {4}),
+                                        array(KILN_F32, g.at("conv_kernel").data(), {3, 3, 3, 4})});
+    const std::vector<float> &want =
+        g.at(std::string("conv_") + (padding[0] == 'S' ? "same" : "valid"));
+    ASSERT_EQ(got.size(), want.size()) << padding;
+    for (size_t i = 0; i < got.size(); i++)  // sums of 27 products in another order
+      EXPECT_NEAR(got[i], want[i], 2e-6 + 1e-5 * std::fabs(want[i])) << padding << " element " << i;
+  }
+}
+
 TEST_F(Nn, DropoutAndCrossEntropy) {
   std::vector<float> x(20);
   for (int i = 0; i < 20; i++) x[i] = 1 + static_cast<float>(i % 5);

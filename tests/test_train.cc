@@ -4,7 +4,8 @@
 // stopped mid-epoch and resumed from its checkpoint gives the same per-step
 // losses as an uninterrupted one (same keys, data order, params and adam
 // state); resuming a finished run trains no more; a missing data set is an
-// error naming the file.
+// error naming the file. The CNN, reduced (conv 4, conv 8, dense 16), gives
+// Flax's per-step losses on 1 and 2 devices (tests/golden/train_cnn.py).
 #include "test_train_support.h"
 
 namespace {
@@ -81,6 +82,57 @@ TEST_F(Train, ACheckpointOfAnotherModelIsRefused) {
   c.resume = 1;
   EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_TREE);
   EXPECT_NE(std::string(train_last_error()).find("Dense_0"), std::string::npos)
+      << train_last_error();
+}
+
+// tests/golden/train_cnn.txt: "cnn <devices> step <k> <loss> <accuracy>".
+std::map<long, Record> read_cnn_golden(int devices) {
+  std::map<long, Record> out;
+  std::ifstream f(KILN_GOLDEN_DIR "/train_cnn.txt");
+  std::string line;
+  while (std::getline(f, line)) {
+    int n;
+    long k;
+    double loss, acc;
+    if (std::sscanf(line.c_str(), "cnn %d step %ld %lf %lf", &n, &k, &loss, &acc) == 4 &&
+        n == devices)
+      out[k].loss = loss, out[k].accuracy = acc;
+  }
+  return out;
+}
+
+TEST_F(Train, CnnMatchesFlaxOnOneAndTwoDevices) {
+  for (int devices : {1, 2}) {
+    train_config c = config("cnn" + std::to_string(devices));
+    c.epochs = 1;
+    c.cosine = 0;
+    c.learning_rate = 1e-3;  // as the golden
+    c.devices = devices;
+    c.n_conv = 2;
+    c.conv[0] = 4, c.conv[1] = 8;
+    c.hidden[0] = 16;
+    train_summary s;
+    ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+    int lines = 0;
+    std::map<long, Record> m = read_metrics(c.out_dir, &lines);
+    std::map<long, Record> golden = read_cnn_golden(devices);
+    ASSERT_EQ(lines, kStepsPerEpoch);
+    ASSERT_EQ(golden.size(), static_cast<size_t>(kStepsPerEpoch)) << "tests/golden/train_cnn.txt";
+    for (long k = 1; k <= kStepsPerEpoch; k++) {
+      // f32 convolutions summed in another order than XLA's, through 20 adam steps
+      EXPECT_NEAR(m[k].loss, golden[k].loss, 1e-4 * golden[k].loss)
+          << devices << " devices, step " << k;
+      EXPECT_NEAR(m[k].accuracy, golden[k].accuracy, 1e-6) << devices << " devices, step " << k;
+    }
+  }
+}
+
+TEST_F(Train, ImagesTooSmallForTheConvsAreRefused) {
+  train_config c = config("small");
+  c.n_conv = 4;  // 8x8 images halve to nothing
+  for (int i = 0; i < 4; i++) c.conv[i] = 2;
+  EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_SHAPE);
+  EXPECT_NE(std::string(train_last_error()).find("16 x 16"), std::string::npos)
       << train_last_error();
 }
 

@@ -25,6 +25,7 @@ def step_times(args, devices):
     with tempfile.TemporaryDirectory() as out:
         cmd = [args.kiln, "--data", args.data, "--out", out, "--max-steps", str(args.steps),
                "--log-every", "1", "--batch-size", str(args.batch_size), "--quiet",
+               "--model", args.model,
                "--devices", str(devices)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(os.path.join(out, "metrics.jsonl")) as f:
@@ -38,6 +39,7 @@ def git(*a):
 
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--model", default="mlp", choices=("mlp", "cnn"))
     p.add_argument("--kiln", default=os.path.join(ROOT, "build/examples/train"))
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--steps", type=int, default=150)

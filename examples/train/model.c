@@ -1,25 +1,53 @@
-/* The MLP of the main job as traced functions, and their jits.
+/* The main job's models as traced functions, and their jits.
  *
  * Parameters are laid out as flax.linen names them,
- * {"params": {"Dense_0": {"bias", "kernel"}, ...}}, so a checkpoint's tensor
- * names ("['params']['Dense_0']['kernel']") read the same in Python. Layer i
- * is initialised from the i-th key of split(init_key, n_layers). */
+ * {"params": {"Conv_0": {"bias", "kernel"}, ..., "Dense_0": {...}, ...}}, so
+ * a checkpoint's tensor names ("['params']['Dense_0']['kernel']") read the
+ * same in Python. Layer i (the convs first, then the dense layers) is
+ * initialised from the i-th key of split(init_key, layers). The CNN is
+ * Flax's MNIST example: each conv 3x3 SAME, relu, avg_pool 2x2 (stride 2);
+ * then flatten, dense layers with relu between them. */
 #include "model.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static void layer_name(int i, char *buf, size_t cap) { snprintf(buf, cap, "Dense_%d", i); }
+static void layer_name(const model *m, int i, char *buf, size_t cap) {
+  if (i < m->n_conv) snprintf(buf, cap, "Conv_%d", i);
+  else snprintf(buf, cap, "Dense_%d", i - m->n_conv);
+}
 
-/* relu(dense(...)) for every layer but the last, which gives the logits. */
+static kiln_val *relu(kiln_trace *t, kiln_val *h) { return kiln_max(t, h, kiln_scalar_f(t, 0.0)); }
+
+/* The CNN's convs over x f32[B, height * cols]: f32[B, features] flattened
+ * as Flax's x.reshape((x.shape[0], -1)) does NHWC. */
+static kiln_val *conv_features(kiln_trace *t, const model *m, const kiln_tree *layers,
+                               kiln_val *x) {
+  if (kiln_trace_status(t) != KILN_OK) return NULL;
+  int64_t batch = kiln_val_shape(x)[0], image[4] = {batch, m->height, m->cols, 1};
+  kiln_val *h = kiln_reshape(t, x, 4, image);
+  const int64_t window[2] = {2, 2};
+  for (int i = 0; i < m->n_conv; i++) {
+    char name[32];
+    layer_name(m, i, name, sizeof name);
+    h = relu(t, kiln_nn_conv(t, kiln_tree_get(layers, name), h, NULL, "SAME"));
+    h = kiln_avg_pool(t, h, 2, window, window, "VALID", NULL, 1);
+  }
+  if (kiln_trace_status(t) != KILN_OK) return NULL;
+  const int64_t *s = kiln_val_shape(h), flat[2] = {batch, s[1] * s[2] * s[3]};
+  return kiln_reshape(t, h, 2, flat);
+}
+
+/* The convs, then relu(dense(...)) for every dense layer but the last,
+ * which gives the logits. */
 static kiln_val *forward(kiln_trace *t, const model *m, const kiln_tree *params, kiln_val *x) {
   const kiln_tree *layers = kiln_tree_get(params, "params");
-  kiln_val *h = x;
+  kiln_val *h = m->n_conv ? conv_features(t, m, layers, x) : x;
   for (int i = 0; i < m->n_layers; i++) {
     char name[32];
-    layer_name(i, name, sizeof name);
+    layer_name(m, m->n_conv + i, name, sizeof name);
     h = kiln_nn_dense(t, kiln_tree_get(layers, name), h);
-    if (i + 1 < m->n_layers) h = kiln_max(t, h, kiln_scalar_f(t, 0.0));
+    if (i + 1 < m->n_layers) h = relu(t, h);
   }
   return h;
 }
@@ -36,20 +64,23 @@ static kiln_val *correct(kiln_trace *t, kiln_val *logits, kiln_val *labels) {
 /* init(key) -> (params, opt_state) */
 static kiln_tree *init_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
-  kiln_val *keys = kiln_random_split(t, kiln_arg(args, 0), m->n_layers);
-  kiln_tree *layers[MODEL_MAX_LAYERS];
-  char names[MODEL_MAX_LAYERS][32];
-  const char *keys_of[MODEL_MAX_LAYERS];
-  for (int i = 0; i < m->n_layers; i++) {
-    const int64_t lo[2] = {i, 0}, hi[2] = {i + 1, 2}, shape[1] = {2};
+  int n = m->n_conv + m->n_layers;
+  kiln_val *keys = kiln_random_split(t, kiln_arg(args, 0), n);
+  kiln_tree *layers[2 * MODEL_MAX_LAYERS];
+  char names[2 * MODEL_MAX_LAYERS][32];
+  const char *keys_of[2 * MODEL_MAX_LAYERS];
+  for (int i = 0; i < n; i++) {
+    const int64_t lo[2] = {i, 0}, hi[2] = {i + 1, 2}, shape[1] = {2}, kernel[2] = {3, 3};
     kiln_val *k = kiln_reshape(t, kiln_slice(t, keys, lo, hi, NULL), 1, shape);
-    layers[i] = kiln_nn_dense_init(t, k, m->width[i], m->width[i + 1], KILN_F32);
-    layer_name(i, names[i], sizeof names[i]);
+    int d = i - m->n_conv;
+    layers[i] = d < 0 ? kiln_nn_conv_init(t, k, 2, kernel, i ? m->conv[i - 1] : 1, m->conv[i],
+                                          KILN_F32)
+                      : kiln_nn_dense_init(t, k, m->width[d], m->width[d + 1], KILN_F32);
+    layer_name(m, i, names[i], sizeof names[i]);
     keys_of[i] = names[i];
   }
   const char *top[1] = {"params"};
-  kiln_tree *params =
-      kiln_tree_dict(1, top, (kiln_tree *[]){kiln_tree_dict(m->n_layers, keys_of, layers)});
+  kiln_tree *params = kiln_tree_dict(1, top, (kiln_tree *[]){kiln_tree_dict(n, keys_of, layers)});
   kiln_tree *state = params ? kiln_optim_init(t, &m->opt, params) : NULL;
   if (!state) {
     kiln_tree_free(params);
@@ -124,18 +155,27 @@ static kiln_tree *split_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tuple_of(1, &keys);
 }
 
-kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
-                      model *m) {
+kiln_status model_new(kiln_ctx *ctx, const model_spec *spec, kiln_schedule lr, model *m) {
   memset(m, 0, sizeof *m);
-  if (n_layers < 1 || n_layers > MODEL_MAX_LAYERS) return KILN_ERR_ARGUMENT;
-  m->n_layers = n_layers;
-  memcpy(m->width, widths, (size_t)(n_layers + 1) * sizeof *widths);
+  if (spec->n_dense < 1 || spec->n_dense > MODEL_MAX_LAYERS || spec->n_conv < 0 ||
+      spec->n_conv > MODEL_MAX_LAYERS || (spec->n_conv && (spec->height >> spec->n_conv < 1 ||
+                                                           spec->cols >> spec->n_conv < 1)))
+    return KILN_ERR_ARGUMENT;
+  m->n_conv = spec->n_conv;
+  memcpy(m->conv, spec->conv, sizeof m->conv);
+  m->height = spec->height, m->cols = spec->cols;
+  m->n_layers = spec->n_dense;
+  /* the first dense layer's inputs: the pixels, or what the last pool leaves */
+  m->width[0] = spec->height * spec->cols;
+  if (m->n_conv)
+    m->width[0] = (spec->height >> m->n_conv) * (spec->cols >> m->n_conv) * m->conv[m->n_conv - 1];
+  memcpy(m->width + 1, spec->dense, (size_t)spec->n_dense * sizeof *spec->dense);
   m->opt = kiln_adam(lr, 0.9, 0.999, 1e-8);
   const int donate[2] = {0, 1};
   const kiln_jit_options step_opts = {.donate_argnums = donate, .num_donate = 2};
   kiln_status s;
-  if ((s = kiln_func_new(init_fn, m, "mlp_init", &m->init_f)) ||
-      (s = kiln_func_new(loss_fn, m, "mlp_loss", &m->loss_f)) ||
+  if ((s = kiln_func_new(init_fn, m, "model_init", &m->init_f)) ||
+      (s = kiln_func_new(loss_fn, m, "model_loss", &m->loss_f)) ||
       (s = kiln_value_and_grad(m->loss_f, NULL, 0, 1, &m->vg_f)) ||
       (s = kiln_func_new(step_fn, m, "train_step", &m->step_f)) ||
       (s = kiln_func_new(eval_fn, m, "eval_step", &m->eval_f)) ||

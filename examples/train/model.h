@@ -1,4 +1,6 @@
-/* The MLP and its jitted programs: init, train step, evaluation, key split. */
+/* The model (an MLP, or a CNN: 3x3 convs, each relu and 2x2 average pool,
+ * then dense layers) and its jitted programs: init, train step, evaluation,
+ * key split. */
 #ifndef KILN_EXAMPLE_TRAIN_MODEL_H
 #define KILN_EXAMPLE_TRAIN_MODEL_H
 
@@ -7,6 +9,9 @@
 #define MODEL_MAX_LAYERS 9
 
 typedef struct model {
+  int n_conv;                         /* leading conv layers (0: an MLP) */
+  int64_t conv[MODEL_MAX_LAYERS];     /* their features */
+  int64_t height, cols;               /* the CNN's images: x u8[B, height * cols] */
   int n_layers;                        /* dense layers */
   int64_t width[MODEL_MAX_LAYERS + 1]; /* width[0] inputs ... width[n_layers] classes */
   kiln_optimizer opt;
@@ -23,9 +28,19 @@ typedef struct model {
   kiln_jit *init, *step, *split;
 } model;
 
-/* widths: inputs, hidden..., classes (n_layers + 1 entries). */
-kiln_status model_new(kiln_ctx *ctx, int n_layers, const int64_t *widths, kiln_schedule lr,
-                      model *m);
+/* The layers of a model: n_conv conv features (0 for an MLP) over images of
+ * height x cols pixels, one channel; then n_dense dense layers of these
+ * widths, the last one the classes. */
+typedef struct model_spec {
+  int n_conv;
+  int64_t conv[MODEL_MAX_LAYERS];
+  int64_t height, cols;
+  int n_dense;
+  int64_t dense[MODEL_MAX_LAYERS];
+} model_spec;
+
+/* KILN_ERR_ARGUMENT (with kiln's error set) for a spec it cannot build. */
+kiln_status model_new(kiln_ctx *ctx, const model_spec *spec, kiln_schedule lr, model *m);
 void model_free(model *m);
 
 #endif

@@ -47,10 +47,18 @@ train_config train_default_config(void) {
   return c;
 }
 
+void train_use_cnn(train_config *c) {
+  c->n_conv = 2;
+  c->conv[0] = 32, c->conv[1] = 64;
+  c->n_hidden = 1;
+  c->hidden[0] = 256;
+}
+
 /* ---- data ---- */
 
 typedef struct dataset {
   kiln_host_data x, y; /* u8[n, features], u8[n] */
+  int64_t height, cols; /* the image shape (features = height * cols) */
 } dataset;
 
 static void dataset_free(dataset *d) {
@@ -85,6 +93,8 @@ static kiln_status load_split(const char *dir, const char *prefix, dataset *d) {
   }
   int64_t features = 1; /* images as rows of pixels */
   for (int i = 1; i < d->x.rank; i++) features *= d->x.shape[i];
+  d->height = d->x.rank == 3 ? d->x.shape[1] : features;
+  d->cols = d->x.rank == 3 ? d->x.shape[2] : 1;
   d->x.rank = 2;
   d->x.shape[1] = features;
   return KILN_OK;
@@ -288,14 +298,15 @@ static kiln_status setup(run *r, train_summary *sum) {
   const train_config *cfg = r->cfg;
   kiln_status s;
   if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
-      cfg->n_hidden >= MODEL_MAX_LAYERS || cfg->log_every < 1 || cfg->devices < 1 ||
+      cfg->n_hidden > TRAIN_MAX_LAYERS || cfg->n_conv < 0 || cfg->n_conv > TRAIN_MAX_LAYERS ||
+      cfg->log_every < 1 || cfg->devices < 1 ||
       cfg->devices > 1024 || cfg->batch_size % cfg->devices) {
     kiln_clear_error();
     return fail(KILN_ERR_ARGUMENT,
-                "train: invalid configuration (batch %lld, epochs %d, %d hidden layers, log every "
-                "%lld, %d devices; the batch must split evenly over the devices)",
-                (long long)cfg->batch_size, cfg->epochs, cfg->n_hidden, (long long)cfg->log_every,
-                cfg->devices);
+                "train: invalid configuration (batch %lld, epochs %d, %d conv and %d hidden "
+                "layers, log every %lld, %d devices; the batch must split evenly over the devices)",
+                (long long)cfg->batch_size, cfg->epochs, cfg->n_conv, cfg->n_hidden,
+                (long long)cfg->log_every, cfg->devices);
   }
   if (make_dirs(cfg->out_dir)) {
     kiln_clear_error();
@@ -315,14 +326,24 @@ static kiln_status setup(run *r, train_summary *sum) {
   if ((s = load_split(cfg->data_dir, "train", &r->train)) ||
       (s = load_split(cfg->data_dir, "t10k", &r->test)))
     return s;
-  int64_t widths[MODEL_MAX_LAYERS + 1];
-  widths[0] = r->train.x.shape[1];
-  for (int i = 0; i < cfg->n_hidden; i++) widths[i + 1] = cfg->hidden[i];
-  widths[cfg->n_hidden + 1] = max_label(&r->train.y) + 1;
+  model_spec spec = {.n_conv = cfg->n_conv,
+                     .height = r->train.height,
+                     .cols = r->train.cols,
+                     .n_dense = cfg->n_hidden + 1};
+  memcpy(spec.conv, cfg->conv, (size_t)cfg->n_conv * sizeof *cfg->conv);
+  memcpy(spec.dense, cfg->hidden, (size_t)cfg->n_hidden * sizeof *cfg->hidden);
+  spec.dense[cfg->n_hidden] = max_label(&r->train.y) + 1;
+  if (cfg->n_conv && (r->train.x.shape[1] != r->train.height * r->train.cols ||
+                      r->train.height >> cfg->n_conv < 1 || r->train.cols >> cfg->n_conv < 1)) {
+    kiln_clear_error();
+    return fail(KILN_ERR_SHAPE, "train: %d convs, each halving the image, need images of at "
+                "least %d x %d pixels (got %lld x %lld)", cfg->n_conv, 1 << cfg->n_conv,
+                1 << cfg->n_conv, (long long)r->train.height, (long long)r->train.cols);
+  }
   int64_t total = (int64_t)cfg->epochs * kiln_batch_count(r->train.x.shape[0], cfg->batch_size, 1);
   kiln_schedule lr = cfg->cosine ? kiln_cosine_decay_schedule(cfg->learning_rate, total, 0.0, 1.0)
                                  : kiln_constant_schedule(cfg->learning_rate);
-  if ((s = model_new(r->ctx, cfg->n_hidden + 1, widths, lr, &r->m)))
+  if ((s = model_new(r->ctx, &spec, lr, &r->m)))
     return fail(s, "building the model");
   if (cfg->devices > 1 &&
       (s = dp_step_new(r->ctx, &r->m, cfg->devices, cfg->check_replicas, &r->dp)))

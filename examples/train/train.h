@@ -1,4 +1,4 @@
-/* The main job, on one device or data-parallel: an MLP trained on an MNIST-format data set
+/* The main job, on one device or data-parallel: a CNN or an MLP trained on an MNIST-format data set
  * (Fashion-MNIST by default) with adam, checkpoints each epoch, metrics as
  * JSON lines. main.c parses the flags; the test drives train_run directly.
  * Public kiln headers only. */
@@ -25,7 +25,10 @@ typedef struct train_config {
   int64_t max_steps; /* stop at this global step (<= 0: no limit) */
   int resume;        /* continue from out_dir's checkpoint when there is one */
   int64_t log_every; /* a metrics line every this many steps */
-  int n_hidden;      /* hidden layer widths */
+  int n_conv;        /* a CNN: 3x3 convs of these features, each relu and 2x2
+                        average pool, before the dense layers (0: an MLP) */
+  int64_t conv[TRAIN_MAX_LAYERS];
+  int n_hidden;      /* hidden dense layer widths */
   int64_t hidden[TRAIN_MAX_LAYERS];
   int quiet; /* no progress output */
   /* Data-parallel over the context's first `devices` devices (1: the
@@ -35,9 +38,11 @@ typedef struct train_config {
   int check_replicas; /* measure train_summary.replica_spread each step */
 } train_config;
 
-/* 784-512-256-10, batch 128, adam 1e-3, 10 epochs, seed 0, data in
+/* The MLP 784-512-256-10, batch 128, adam 1e-3, 10 epochs, seed 0, data in
  * /usr/share/datasets/fashion-mnist, out dir "train-out". */
 train_config train_default_config(void);
+/* Makes c the main job's CNN: conv 32, conv 64, dense 256, classes. */
+void train_use_cnn(train_config *c);
 
 typedef struct train_summary {
   int64_t steps;        /* global step reached */

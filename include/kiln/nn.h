@@ -3,7 +3,8 @@
  * take a traced key (u32[2]) and give the bits jax.nn.initializers give for
  * the same key: dense_init's kernel is lecun_normal()(key, (in, out)). (How
  * flax.linen derives each module's key from the init key is not reproduced:
- * pass the key the initializer should see.) Errors are sticky on the trace. */
+ * pass the key the initializer should see.) Pooling is kiln_max_pool and
+ * kiln_avg_pool (trace.h). Errors are sticky on the trace. */
 #ifndef KILN_NN_H
 #define KILN_NN_H
 
@@ -28,6 +29,15 @@ kiln_tree *kiln_nn_dense_init(kiln_trace *t, kiln_val *key, int64_t in_features,
                               int64_t out_features, kiln_dtype dtype);
 /* x @ kernel + bias over x's last axis. */
 kiln_val *kiln_nn_dense(kiln_trace *t, const kiln_tree *params, kiln_val *x);
+
+/* flax.linen.Conv over n spatial dims: {"bias": zeros[features], "kernel":
+ * lecun_normal[kernel_size..., in_features, features]} (HWIO). */
+kiln_tree *kiln_nn_conv_init(kiln_trace *t, kiln_val *key, int n, const int64_t *kernel_size,
+                             int64_t in_features, int64_t features, kiln_dtype dtype);
+/* conv(x, kernel) + bias with x NHWC-like (batch, spatial[n], features);
+ * strides NULL: 1; padding "SAME" (Flax's default) or "VALID". */
+kiln_val *kiln_nn_conv(kiln_trace *t, const kiln_tree *params, kiln_val *x,
+                       const int64_t *strides, const char *padding);
 
 /* flax.linen.LayerNorm: {"bias": zeros[features], "scale": ones[features]}. */
 kiln_tree *kiln_nn_layernorm_init(kiln_trace *t, int64_t features, kiln_dtype dtype);

@@ -1,6 +1,6 @@
 /* conv_general_dilated's reference evaluator. f32 runs as im2col + CBLAS
- * sgemm per (group, batch element): 9x to 24x faster than the direct loop
- * on 3x3 and 1x1 layers of 3 to 128 features (docs/design.md has the
+ * sgemm per group over row chunks of the whole batch: 9x to 24x faster
+ * than the direct loop on 3x3 and 1x1 layers of 3 to 128 features (docs/design.md has the
  * figures); thin groups (depthwise) and other dtypes run the direct loop,
  * f32 accumulating in f32, other floats in f64, integers in wrapping int64.
  * The CPU executor runs it as an opaque step (the C target has no kernel
@@ -145,42 +145,76 @@ static void kir_conv_dot_f32(const kiln_conv_geom *g, const kir_buffer *in, kir_
 
 /* ---- im2col + sgemm, f32 ---- */
 
-/* cols[pos][i * win_total + k] for result batch element n of group grp
- * (kernels/conv.h's cols, one (group, batch element) block at a time; the
- * window offsets are computed once per position here). */
-static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, int64_t n,
-                       float *cols, int64_t *loff) {
-  int64_t kd = g->cg * g->win_total, lbase = kir_cgeom_lhs_base(g, grp, n);
-  for (int64_t pos = 0; pos < g->out_total; pos++) {
-    kir_cgeom_window(g, pos, loff);
-    float *row = cols + pos * kd;
-    for (int64_t i = 0; i < g->cg; i++) {
-      const float *src = lhs + lbase + i * g->ls_c;
-      for (int64_t k = 0; k < g->win_total; k++)
-        row[i * g->win_total + k] = loff[k] < 0 ? 0.0f : src[loff[k]];
+/* Rows of cols (one per result batch element and spatial position) per
+ * sgemm: about 4 MiB of cols, but at least 256 rows so that the thin GEMMs
+ * of weight gradients (9 positions, a long contraction) stay one call. */
+static int64_t kir_conv_chunk_rows(int64_t rows, int64_t kd) {
+  int64_t chunk = ((int64_t)1 << 20) / kd;
+  if (chunk < 256) chunk = 256;
+  return chunk < rows ? chunk : rows;
+}
+
+/* cols[r][k * cg + i] for rows r0 .. r0 + rc of group grp: window position
+ * k major, so that NHWC-like operands (features contiguous) copy runs of cg
+ * floats. loff holds each position's window offsets (kir_cgeom_window). */
+static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, int64_t r0,
+                       int64_t rc, const int64_t *loff, float *cols) {
+  int64_t W = g->win_total, cg = g->cg, kd = W * cg, m = g->out_total;
+  for (int64_t r = r0; r < r0 + rc; r++) {
+    const float *src = lhs + kir_cgeom_lhs_base(g, grp, r / m);
+    const int64_t *lo = loff + (r % m) * W;
+    float *row = cols + (r - r0) * kd;
+    for (int64_t k = 0; k < W; k++, row += cg) {
+      if (lo[k] < 0) memset(row, 0, (size_t)cg * sizeof *row);
+      else if (g->ls_c == 1) memcpy(row, src + lo[k], (size_t)cg * sizeof *row);
+      else
+        for (int64_t i = 0; i < cg; i++) row[i] = src[lo[k] + i * g->ls_c];
     }
   }
 }
 
+/* One im2col and sgemm per chunk of rows over the whole batch (not per
+ * batch element: the weight gradients' 9-row GEMMs were 10x slower so).
+ * The sgemm writes straight into an NHWC-like result, else through res. */
 static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, const float *rhs,
-                                 float *out, int64_t *loff) {
-  int64_t kd = kiln_conv_kd(g), m = g->out_total, nn = g->opg;
-  float *cols = malloc((size_t)(m * kd + kd * nn + m * nn + 1) * sizeof *cols);
-  if (!cols) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "conv_general_dilated: out of host memory");
-  float *w = cols + m * kd, *res = w + kd * nn;
+                                 float *out, const int64_t *roff) {
+  int64_t W = g->win_total, cg = g->cg, kd = kiln_conv_kd(g), m = g->out_total, nn = g->opg;
+  int64_t rows = g->n_out * m, chunk = kir_conv_chunk_rows(rows, kd);
+  int64_t *loff = malloc((size_t)(m * W + m) * sizeof *loff);
+  float *buf = malloc((size_t)(kd * nn + chunk * kd + chunk * nn) * sizeof *buf);
+  if (!loff || !buf) {
+    free(loff);
+    free(buf);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "conv_general_dilated: out of host memory");
+  }
+  int64_t *ooff = loff + m * W;
+  bool direct = g->groups == 1 && g->os_o == 1 && g->os_n == m * nn;
+  for (int64_t pos = 0; pos < m; pos++) {
+    ooff[pos] = kir_cgeom_window(g, pos, loff + pos * W);
+    direct = direct && ooff[pos] == pos * nn;
+  }
+  float *w = buf, *cols = w + kd * nn, *res = cols + chunk * kd;
   for (int64_t grp = 0; grp < g->groups; grp++) {
-    for (int64_t c = 0; c < kd; c++)
-      for (int64_t j = 0; j < nn; j++) w[c * nn + j] = rhs[kiln_conv_w_src(g, grp, c, j)];
-    for (int64_t n = 0; n < g->n_out; n++) {
-      kir_im2col(g, lhs, grp, n, cols, loff);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nn, (int)kd, 1.0f, cols,
-                  (int)kd, w, (int)nn, 0.0f, res, (int)nn);
-      for (int64_t pos = 0; pos < m; pos++)
-        for (int64_t j = 0; j < nn; j++)
-          out[kiln_conv_out_dst(g, grp, n * m + pos, j)] = res[pos * nn + j];
+    for (int64_t k = 0; k < W; k++)
+      for (int64_t i = 0; i < cg; i++) {
+        const float *src = rhs + grp * g->opg * g->rs_o + i * g->rs_i + roff[k];
+        float *dst = w + (k * cg + i) * nn;
+        for (int64_t j = 0; j < nn; j++) dst[j] = src[j * g->rs_o];
+      }
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      int64_t rc = rows - r0 < chunk ? rows - r0 : chunk;
+      kir_im2col(g, lhs, grp, r0, rc, loff, cols);
+      float *c = direct ? out + r0 * nn : res;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rc, (int)nn, (int)kd, 1.0f,
+                  cols, (int)kd, w, (int)nn, 0.0f, c, (int)nn);
+      for (int64_t r = r0; r < r0 + rc && !direct; r++) {
+        float *dst = out + (r / m) * g->os_n + grp * g->opg * g->os_o + ooff[r % m];
+        for (int64_t j = 0; j < nn; j++) dst[j * g->os_o] = res[(r - r0) * nn + j];
+      }
     }
   }
-  free(cols);
+  free(loff);
+  free(buf);
   return KILN_OK;
 }
 
@@ -190,8 +224,9 @@ static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, cons
 #define KIR_CONV_GEMM_MIN_OPG 8
 static bool kir_conv_gemm_fits(const kiln_conv_geom *g) {
   int64_t kd = kiln_conv_kd(g);
+  int64_t chunk = kir_conv_chunk_rows(g->n_out * g->out_total, kd);
   return kd > 0 && g->opg >= KIR_CONV_GEMM_MIN_OPG && g->out_total > 0 && kd < (1 << 30) &&
-         g->out_total < (1 << 30) && g->opg < (1 << 30) && g->out_total * kd < ((int64_t)1 << 40);
+         chunk < (1 << 30) && g->opg < (1 << 30) && chunk * kd < ((int64_t)1 << 40);
 }
 
 static kiln_status kir_eval_conv(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
@@ -209,7 +244,7 @@ static kiln_status kir_eval_conv(const kir_eqn *e, const kir_buffer *in, kir_buf
   if (kiln_conv_kd(&g) == 0)
     memset(out[0].data, 0, out[0].nbytes); /* an empty contraction sums to zero */
   else if (f32 && kir_conv_gemm_fits(&g))
-    st = kir_conv_gemm(&g, in[0].data, in[1].data, out[0].data, loff);
+    st = kir_conv_gemm(&g, in[0].data, in[1].data, out[0].data, roff);
   else
     kir_conv_direct(&g, in, out, loff, roff, f32 ? kir_conv_dot_f32 : kir_conv_dot_any);
   free(loff);

@@ -1,7 +1,8 @@
-/* Flax's dense, layernorm and dropout, their initializers, and optax's
+/* Flax's dense, conv, layernorm and dropout, their initializers, and optax's
  * integer-label softmax cross-entropy, from trace ops. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "nn/nn.h"
 #include "kiln/nn.h"
 
@@ -77,6 +78,31 @@ kiln_val *kiln_nn_dense(kiln_trace *t, const kiln_tree *params, kiln_val *x) {
   d.lhs_contract[0] = kiln_val_rank(x) - 1;
   d.rhs_contract[0] = 0;
   return kiln_add(t, kiln_dot_general(t, x, kernel, &d, KILN_INVALID_DTYPE), bias);
+}
+
+kiln_tree *kiln_nn_conv_init(kiln_trace *t, kiln_val *key, int n, const int64_t *kernel_size,
+                             int64_t in_features, int64_t features, kiln_dtype dtype) {
+  if (kiln_trace_status(t) != KILN_OK) return NULL;
+  if (n < 1 || n > 3 || !kernel_size) {
+    char msg[120];
+    snprintf(msg, sizeof msg,
+             "kiln_nn_conv_init: needs 1 to 3 spatial dims and their sizes, got %d", n);
+    kiln_trace_fail(t, KILN_ERR_SHAPE, msg);
+    return NULL;
+  }
+  int64_t shape[5];
+  memcpy(shape, kernel_size, (size_t)n * sizeof *shape);
+  shape[n] = in_features, shape[n + 1] = features;
+  kiln_val *kernel = kiln_nn_lecun_normal(t, key, dtype, n + 2, shape);
+  return pair(t, "bias", kiln_full(t, dtype, 1, &features, 0), "kernel", kernel);
+}
+
+kiln_val *kiln_nn_conv(kiln_trace *t, const kiln_tree *params, kiln_val *x,
+                       const int64_t *strides, const char *padding) {
+  kiln_val *kernel = leaf_val(t, "kiln_nn_conv", params, "kernel");
+  kiln_val *bias = leaf_val(t, "kiln_nn_conv", params, "bias");
+  if (!kernel || !bias || !x) return NULL;
+  return kiln_add(t, kiln_conv(t, x, kernel, strides, padding), bias);
 }
 
 kiln_tree *kiln_nn_layernorm_init(kiln_trace *t, int64_t features, kiln_dtype dtype) {

@@ -10,6 +10,10 @@ hex of its bits:
   trunc SEED            jax.random.truncated_normal(PRNGKey(SEED), -2, 2, (7,))
   dense_x / dense_y     x f32[2,4] and flax.linen.Dense(5) applied with
                         params {'bias': arange(5) * 0.1, 'kernel': lecun 0}
+  conv_x / conv_same / conv_valid   x f32[2,5,6,3] and flax.linen.Conv(4, (3, 3))
+                        (padding SAME) and Conv(4, (3, 3), strides 2, padding
+                        VALID) applied with {'bias': arange(4) * 0.1,
+                        'kernel': lecun_normal()(PRNGKey(0), (3, 3, 3, 4))}
   ln_x / ln_y           x f32[3,6] and flax.linen.LayerNorm() with
                         {'bias': arange(6)*0.1, 'scale': 1 + arange(6)*0.05}
   dropout               flax.linen.Dropout(0.3)'s formula on ones f32[4,5] + arange
@@ -46,6 +50,13 @@ def main():
     params = {"bias": np.arange(5, dtype=np.float32) * 0.1, "kernel": init(jax.random.PRNGKey(0), (4, 5))}
     y = nn.Dense(5).apply({"params": params}, x)
     lines += ["dense_x : " + hexes(x), "dense_y : " + hexes(y)]
+    xc = np.random.default_rng(2).normal(size=(2, 5, 6, 3)).astype(np.float32)
+    cp = {"bias": np.arange(4, dtype=np.float32) * 0.1,
+          "kernel": init(jax.random.PRNGKey(0), (3, 3, 3, 4))}
+    same = nn.Conv(4, (3, 3)).apply({"params": cp}, xc)
+    valid = nn.Conv(4, (3, 3), strides=2, padding="VALID").apply({"params": cp}, xc)
+    lines += ["conv_x : " + hexes(xc), "conv_kernel : " + hexes(cp["kernel"]),
+              "conv_same : " + hexes(same), "conv_valid : " + hexes(valid)]
     x = (rng.normal(size=(3, 6)) * 3 + 1).astype(np.float32)
     lp = {"bias": np.arange(6, dtype=np.float32) * 0.1,
           "scale": 1 + np.arange(6, dtype=np.float32) * 0.05}
