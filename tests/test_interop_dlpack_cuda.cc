@@ -169,20 +169,27 @@ TEST_F(DlpackFakeCuda, AnInvalidConsumerStreamIsAnErrorNamingTheArray) {
   kiln_array_release(a);
 }
 
-// An import read by work still queued (behind the closed gate): releasing it
-// returns at once and owes the producer's deleter until that work is done.
-// (Before, the release waited on the host: the stand-in's stall error.)
-TEST_F(DlpackFakeCuda, ReleasingAnImportDefersTheDeleterUntilQueuedWorkIsDone) {
-  kiln_array *a = PendingArray();
-  ASSERT_NE(a, nullptr);
+// Exports a (pending) array and imports it back, the export's deleter
+// replaced by one that counts; releases the import. kiln's own export is a
+// producer like any other here.
+void ImportAndRelease(kiln_device *dev, kiln_array *a) {
   DLManagedTensorVersioned *t = nullptr;
   ASSERT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &t), KILN_OK) << kiln_last_error();
   g_deleted = 0;
   g_inner_deleter = t->deleter;
   t->deleter = counting_deleter;
   kiln_array *b = nullptr;
-  ASSERT_EQ(kiln_array_from_dlpack(dev_, t, 0, &b), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_array_from_dlpack(dev, t, 0, &b), KILN_OK) << kiln_last_error();
   kiln_array_release(b);
+}
+
+// An import read by work still queued (behind the closed gate): releasing it
+// returns at once and owes the producer's deleter until that work is done.
+// (Before, the release waited on the host: the stand-in's stall error.)
+TEST_F(DlpackFakeCuda, ReleasingAnImportDefersTheDeleterUntilQueuedWorkIsDone) {
+  kiln_array *a = PendingArray();
+  ASSERT_NE(a, nullptr);
+  ImportAndRelease(dev_, a);
   EXPECT_EQ(g_deleted, 0) << "the deleter ran while queued work may read the memory";
   open_ = 1;
   ASSERT_EQ(kiln_device_synchronize(dev_), KILN_OK) << kiln_last_error();
@@ -195,14 +202,7 @@ TEST_F(DlpackFakeCuda, ReleasingAnImportDefersTheDeleterUntilQueuedWorkIsDone) {
 TEST_F(DlpackFakeCuda, TheContextsTeardownRunsTheDeletersStillOwed) {
   kiln_array *a = PendingArray();
   ASSERT_NE(a, nullptr);
-  DLManagedTensorVersioned *t = nullptr;
-  ASSERT_EQ(kiln_array_to_dlpack(a, KILN_DLPACK_STREAM_NONE, &t), KILN_OK) << kiln_last_error();
-  g_deleted = 0;
-  g_inner_deleter = t->deleter;
-  t->deleter = counting_deleter;
-  kiln_array *b = nullptr;
-  ASSERT_EQ(kiln_array_from_dlpack(dev_, t, 0, &b), KILN_OK) << kiln_last_error();
-  kiln_array_release(b);
+  ImportAndRelease(dev_, a);
   kiln_array_release(a); /* the export's reference is the deleter's to drop */
   EXPECT_EQ(g_deleted, 0);
   open_ = 1;
