@@ -3,7 +3,10 @@
 PNG: training loss on the left, training and test accuracy on the right, both
 against the epoch.
 
-    python3 examples/train/plot.py OUT/metrics.jsonl OUT/curves.png
+    python3 examples/train/plot.py OUT/metrics.jsonl OUT/curves.png [TITLE]
+
+The metrics do not record the model or the device count, so the caller
+names the run in TITLE (scripts/run-main passes its arguments).
 """
 import json
 import sys
@@ -29,8 +32,8 @@ def read(path):
 
 
 def main(argv):
-    if len(argv) != 3:
-        sys.exit("usage: plot.py METRICS.jsonl OUT.png")
+    if len(argv) not in (3, 4):
+        sys.exit("usage: plot.py METRICS.jsonl OUT.png [TITLE]")
     train, test = read(argv[1])
     if not train:
         sys.exit(f"plot.py: no training records in {argv[1]}")
@@ -54,7 +57,7 @@ def main(argv):
     ax_acc.set(xlabel="epoch", ylabel="accuracy (%)", title="accuracy")
     ax_acc.legend(loc="lower right")
     ax_acc.grid(alpha=0.3)
-    fig.suptitle("kiln examples/train: MLP on Fashion-MNIST, one device")
+    fig.suptitle(argv[3] if len(argv) == 4 else "kiln examples/train on Fashion-MNIST")
     fig.savefig(argv[2], dpi=110)
     print(f"wrote {argv[2]}")
 
