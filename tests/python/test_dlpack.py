@@ -166,6 +166,55 @@ def test_cupy_import_in_place():
     np.testing.assert_array_equal(np.asarray(k), np.arange(10, dtype=np.float32))
 
 
+def _kiln_cuda_or_skip():
+    cuda = [d for d in kiln.devices() if d.platform == "cuda"]
+    if not cuda:
+        pytest.skip("needs kiln on CUDA (KILN_BACKEND=cuda)")
+    return cuda[0]
+
+
+def test_torch_cuda_views_kiln_jit_result():
+    # The result of a kernel kiln queued: torch's stream is ordered after
+    # kiln's ready event, so torch reads the finished values in place.
+    torch = pytest.importorskip("torch")
+    dev = _kiln_cuda_or_skip()
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA")
+    x = np.arange(1 << 22, dtype=np.float32)
+    k = kiln.jit(lambda a: a * 2 + 1)(kiln.asarray(x, device=dev))
+    t = torch.from_dlpack(k)
+    assert t.is_cuda and t.data_ptr() == _ptr_cuda(k)
+    np.testing.assert_array_equal(t.cpu().numpy(), x * 2 + 1)
+    del k
+    gc.collect()  # torch's view keeps kiln's buffer alive
+    np.testing.assert_array_equal((t + 0).cpu().numpy(), x * 2 + 1)
+
+
+def test_cupy_cuda_import_outlives_producer_reference():
+    # kiln holds CuPy's buffer until kiln's own last use of it has run.
+    cupy = pytest.importorskip("cupy")
+    dev = _kiln_cuda_or_skip()
+    c = cupy.arange(1 << 20, dtype=cupy.float32)
+    k = kiln.from_dlpack(c, device=dev)
+    del c
+    gc.collect()
+    y = kiln.jit(lambda a: a + 1)(k)
+    del k
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(y), np.arange(1 << 20, dtype=np.float32) + 1)
+
+
+def test_jax_gpu_reads_kiln_cuda_array():
+    jax = pytest.importorskip("jax")
+    dev = _kiln_cuda_or_skip()
+    if jax.devices()[0].platform != "gpu":
+        pytest.skip("needs jax on the GPU")
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    k = kiln.jit(lambda a: a * a)(kiln.asarray(x, device=dev))
+    j = jax.dlpack.from_dlpack(k)
+    np.testing.assert_array_equal(np.asarray(j), x * x)
+
+
 def _ptr_cuda(a):
     """The device address a kiln CUDA array exports."""
     import ctypes
