@@ -420,7 +420,7 @@ static kiln_status train_loop(run *r, train_summary *sum) {
       if (++win, st->step % cfg->log_every == 0) {
         fprintf(r->metrics,
                 "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": "
-                "%.3f}\n",
+                "%.6f}\n",
                 (long long)st->step, (double)st->step / (double)spe, win_loss / (double)win,
                 win_acc / (double)win, st->time + progress_now() - start);
         win_loss = win_acc = 0;
