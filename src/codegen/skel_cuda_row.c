@@ -9,8 +9,8 @@
 #include "codegen/codegen.h"
 
 /* ROW rows up to these lengths go to a thread / a warp; longer ones to a
- * block of at least 128 threads, so that no thread keeps more than 8
- * elements of a row of up to 1024: NVRTC compiles a 32-way unrolled warp
+ * block (kcg_cuda_row_geometry), so that no thread keeps more than 32 bytes
+ * of a row of up to 1024 elements: NVRTC compiles a 32-way unrolled warp
  * loop of a 1024-element softmax in twice the time of the block version. */
 #define KCG_ROW_THREAD_MAX 8
 #define KCG_ROW_WARP_MAX 256
@@ -37,6 +37,15 @@ static bool kcg_cuda_row_slot(const kcg_ctx *c, int s) {
   return kir_aval_same_shape(kir_var_aval(c->p, v), &row);
 }
 
+/* Bytes per element of the narrowest row array; 0 if none. */
+static size_t kcg_cuda_row_narrowest(const kcg_ctx *c) {
+  size_t narrowest = 0;
+  for (int s = 0; s < c->g->n_in + c->g->n_out; s++)
+    if (kcg_cuda_row_slot(c, s) && (!narrowest || kcg_slot_size(c, s) < narrowest))
+      narrowest = kcg_slot_size(c, s);
+  return narrowest;
+}
+
 /* Elements per 16-byte access of the narrowest row array, when every
  * thread's share of a kept row splits into whole vectors; 0 otherwise. Then
  * a thread owns the vectors q = me + per_item * kq (elements q * V + ke):
@@ -44,10 +53,7 @@ static bool kcg_cuda_row_slot(const kcg_ctx *c, int s) {
  * is what bf16 rows (8 two-byte loads per 16 bytes) are bound by. */
 static int kcg_cuda_row_vector(const kcg_ctx *c, const kcg_cuda *k) {
   if (!k->cache || k->coop == KCG_COOP_THREAD) return 0;
-  size_t narrowest = 0;
-  for (int s = 0; s < c->g->n_in + c->g->n_out; s++)
-    if (kcg_cuda_row_slot(c, s) && (!narrowest || kcg_slot_size(c, s) < narrowest))
-      narrowest = kcg_slot_size(c, s);
+  size_t narrowest = kcg_cuda_row_narrowest(c);
   int v = narrowest ? (int)(16 / narrowest) : 0;
   if (v > 8) v = 8;
   return v >= 2 && k->length % ((int64_t)k->per_item * v) == 0 ? v : 0;
@@ -66,9 +72,18 @@ void kcg_cuda_row_geometry(const kcg_ctx *c, kcg_cuda *k) {
     k->coop = KCG_COOP_WARP;
     k->threads = 256;
   } else {
-    int64_t t = kcg_pow2_at_least((len + 7) / 8);
+    /* Each thread takes 32 bytes of the narrowest row array (8 f32, 16
+     * bf16), at least 8 elements, in blocks of 64 to 512 threads. Measured
+     * on an H200 (bench/results/summary-h200.md): row kernels are bound by
+     * instructions, not bytes, so bf16 rows gain from fewer threads doing
+     * the same per-row reduction work (layernorm 0.044 -> 0.036 ms), and
+     * rows of 8192 from two blocks of 512 per SM over one of 1024 (softmax
+     * f32 0.080 -> 0.060 ms: a lone block idles its SM at each barrier). */
+    size_t narrowest = kcg_cuda_row_narrowest(c);
+    int64_t per = narrowest && narrowest < 4 ? (int64_t)(32 / narrowest) : 8;
+    int64_t t = kcg_pow2_at_least((len + per - 1) / per);
     k->coop = KCG_COOP_BLOCK;
-    k->threads = (int)(t < 128 ? 128 : t > 1024 ? 1024 : t);
+    k->threads = (int)(t < 64 ? 64 : t > 512 ? 512 : t);
   }
   kcg_cuda_set_coop(k);
   k->min_blocks = KCG_ROW_SM_THREADS / k->threads;
