@@ -91,6 +91,35 @@ TEST_P(Cumulative, CumlogsumexpIsFiniteAfterMinusInfinityPrefixes) {
   Check(c, "cumlogsumexp_neginf", kiln_cumlogsumexp);
 }
 
+// The rule needs an operand one rank larger; at kiln's largest rank the jvp
+// is refused with a message naming the operand and the axis.
+TEST_P(Cumulative, CumprodJvpAtTheLargestRankIsRefusedByName) {
+  Ctx c(GetParam());
+  Op op{kiln_cumprod, 2, 0};
+  Func apply(Apply, &op, "cumprod_rank8");
+  kiln_func *j = nullptr;
+  ASSERT_EQ(kiln_jvp(apply.f, &j), KILN_OK);
+  Func jf(j);
+  std::vector<int64_t> shape(KILN_MAX_RANK, 1);
+  shape[2] = 3;
+  auto leaf = [&] {
+    std::vector<float> v(3, 2.0f);
+    kiln_array *a = nullptr;
+    EXPECT_EQ(kiln_array_from_host(c.dev, KILN_F32, KILN_MAX_RANK, shape.data(), v.data(),
+                                   v.size() * sizeof(float), &a),
+              KILN_OK);
+    kiln_tree *t = kiln_tree_array(a);
+    kiln_array_release(a);
+    return t;
+  };
+  kiln_tree *out = Jit(c, j, Tuple({Tuple({leaf()}), Tuple({leaf()})}), KILN_ERR_UNIMPLEMENTED);
+  kiln_tree_free(out);
+  std::string msg = kiln_last_error();
+  EXPECT_NE(msg.find("cumprod"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("f32[1,1,3,1,1,1,1,1]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("axis 2"), std::string::npos) << msg;
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, Cumulative,
                          ::testing::Values(KILN_EXECUTOR_FUSED, KILN_EXECUTOR_REFERENCE));
 

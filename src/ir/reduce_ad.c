@@ -174,8 +174,12 @@ static kiln_status jvp_cumprod(kir_program *p, const kir_eqn *e, const kir_vid *
   (void)y;
   const kir_aval *a = kir_var_aval(p, x[0]);
   int d = (int)e->params.cumulative.axis, r = a->rank + 1;
-  if (r > KIR_MAX_RANK)
-    return kcore_fail(KILN_ERR_UNIMPLEMENTED, "cumprod: jvp of a rank-%d operand", a->rank);
+  if (r > KIR_MAX_RANK) {
+    char buf[128];
+    return kcore_fail(KILN_ERR_UNIMPLEMENTED,
+                      "cumprod: jvp of %s along axis %d needs a rank-%d intermediate; at most %d",
+                      kir_aval_str(a, buf, sizeof buf), d, r, KIR_MAX_RANK);
+  }
   int64_t shape[KIR_MAX_RANK];
   for (int i = 0; i < r; i++) shape[i] = a->shape[i <= d ? i : i - 1];
   kir_aval big = *a;
