@@ -387,6 +387,44 @@ TEST(Checkpoint, ValueAndGradMatchJaxUnderEveryPolicy) {
   }
 }
 
+// The compiled text of f under jit on args (consumed).
+std::string CompiledText(Ctx &c, const kiln_func *f, kiln_tree *args) {
+  kiln_jit *j = nullptr;
+  kiln_lowered *l = nullptr;
+  kiln_compiled *k = nullptr;
+  char *text = nullptr;
+  EXPECT_EQ(kiln_jit_new(c.ctx, f, nullptr, &j), KILN_OK);
+  EXPECT_EQ(kiln_jit_lower(j, args, &l), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_lowered_compile(l, &k), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_compiled_as_text(k, &text), KILN_OK);
+  std::string s = text ? text : "";
+  free(text);
+  kiln_compiled_free(k);
+  kiln_lowered_free(l);
+  kiln_jit_free(j);
+  kiln_tree_free(args);
+  return s;
+}
+
+// Outside autodiff a checkpoint or custom rule is its body: compiled, the
+// calls are inlined (so their equations fuse instead of running as one host
+// step) and the values stay JAX's.
+TEST(Checkpoint, CallsLeftInAJitAreInlinedWhenCompiled) {
+  Ctx c;
+  Remat r(KILN_REMAT_NOTHING_SAVEABLE);
+  Func net(Net, r.b, "net");
+  std::string text = CompiledText(c, net.f, NetArgs(c));
+  EXPECT_EQ(text.find("checkpoint"), std::string::npos) << text;
+  EXPECT_NE(text.find("dot_general"), std::string::npos) << text;
+  kiln_tree *out = Jit(c, net.f, NetArgs(c));
+  ASSERT_NE(out, nullptr);
+  ExpectNear(Values<float>(out), C("remat", "loss"), "loss");
+  kiln_tree_free(out);
+  CustomJvp cj;
+  text = CompiledText(c, cj.cj, Tuple({In(c, "x")}));
+  EXPECT_EQ(text.find("custom_jvp_call"), std::string::npos) << text;
+}
+
 // The residuals reverse mode saves: without remat every block's
 // intermediates; with nothing_saveable only the arguments and the blocks'
 // outputs; dots_saveable adds the matmul results (JAX's counts).

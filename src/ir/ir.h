@@ -319,6 +319,14 @@ kiln_status kir_dce(kir_program *p, int *removed);
  * sub-programs too. */
 kiln_status kir_cse(kir_program *p, int *removed);
 
+/* Replaces each custom_jvp_call, custom_vjp_call and checkpoint of the root
+ * program p by the equations of the program it calls (recursively; calls
+ * whose body has constvars stay). Run it after kir_cse, not before: a
+ * checkpoint's recomputation must not be merged with the forward values.
+ * *inlined (may be NULL) counts the calls of p replaced. On failure p is as
+ * it was. */
+kiln_status kir_inline_calls(kir_program *p, int *inlined);
+
 /* ---- evaluation hook (reference executor) and constant folding ----
  *
  * The reference executor evaluates one equation at a time on host buffers

@@ -113,6 +113,11 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool f
   if (!st) st = kir_cse(prog, &removed);
   if (!st) st = kir_fold(prog, kir_reference_evals(), KRT_FOLD_MAX_BYTES, &folded);
   if (!st) st = kir_dce(prog, &removed);
+  /* Calls (custom derivative rules, checkpoints) fuse once inlined; the
+   * reference executor keeps them as written. */
+  int inlined = 0;
+  if (!st && fuse) st = kir_inline_calls(prog, &inlined);
+  if (!st && inlined) st = kir_dce(prog, &removed);
   if (!st) st = kir_verify(prog);
   if (st) return kcore_fail_wrap(st, "compiling %s", p->f ? p->f->name : "program");
   c->p = *p;

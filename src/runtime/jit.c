@@ -387,6 +387,8 @@ kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
   if (!st) st = kir_cse(l->p.prog, &n);
   if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
   if (!st) st = kir_dce(l->p.prog, &n);
+  if (!st) st = kir_inline_calls(l->p.prog, &n);
+  if (!st) st = kir_dce(l->p.prog, &n);
   kcache *cache = NULL;
   if (!st) st = krt_ctx_kcache(l->p.ctx, &cache);
   if (!st) st = kcuda_lowered_text(&l->p.ctx->config, cache, l->p.prog, l->p.donated, sm, text);
