@@ -943,6 +943,41 @@ TEST(IrPasses, CseMergesEqualEquations) {
             "  in (c, d, d, e) }");
 }
 
+// The transpose of broadcasting a bias to [1, n], as autodiff writes it:
+// the reduction over the size-1 axis and the reshapes around it move no
+// data, so all of them go; a real reduction and a transpose stay.
+TEST(IrPasses, SimplifyDropsShapeEquationsThatMoveNoData) {
+  Program p = NewProgram();
+  kir_vid g = Invar(p.get(), "f32[8,16]");
+  kir_vid b = Invar(p.get(), "f32[16]");
+  kir_vid s = Eqn(p.get(), "reduce_sum", {g}, "axes=(0,)");                  // [16], stays
+  kir_vid r = Eqn(p.get(), "reshape", {s}, "new_sizes=(1, 16)");             // [1,16]
+  kir_vid t = Eqn(p.get(), "reduce_sum", {r}, "axes=(0,)");                  // [16]: a reshape
+  kir_vid e = Eqn(p.get(), "expand_dims", {b}, "dimensions=(0,)");           // [1,16]
+  kir_vid u = Eqn(p.get(), "broadcast_in_dim", {b},
+                  "broadcast_dimensions=(1,) shape=(1, 16)");                 // [1,16]
+  kir_vid w = Eqn(p.get(), "broadcast_in_dim", {b},
+                  "broadcast_dimensions=(1,) shape=(2, 16)");                 // really broadcasts
+  kir_vid m = Eqn(p.get(), "reduce_max", {Eqn(p.get(), "transpose", {u}, "permutation=(1, 0)")},
+                  "axes=(1,)");                                               // size-1 axis
+  Outputs(p.get(), {t, e, u, w, m});
+  int n = -1;
+  ASSERT_EQ(kir_simplify(p.get(), &n), KILN_OK);
+  EXPECT_GT(n, 0);
+  ASSERT_EQ(kir_dce(p.get(), nullptr), KILN_OK);
+  EXPECT_EQ(kir_verify(p.get()), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(Print(p.get()),
+            "{ lambda ; a:f32[8,16] b:f32[16]. let\n"
+            "    c:f32[16] = reduce_sum[axes=(0,)] a\n"
+            "    d:f32[1,16] = reshape[new_sizes=(1, 16)] b\n"
+            "    e:f32[1,16] = reshape[new_sizes=(1, 16)] b\n"
+            "    f:f32[2,16] = broadcast_in_dim[broadcast_dimensions=(1,) shape=(2, 16)] b\n"
+            "    g:f32[16,1] = transpose[permutation=(1, 0)] e\n"
+            "    h:f32[16] = reshape[new_sizes=(16,)] g\n"
+            "  in (c, d, e, f, h) }");
+  EXPECT_EQ(kir_simplify(nullptr, nullptr), KILN_ERR_ARGUMENT);
+}
+
 TEST(IrPasses, CseComparesSubProgramsStructurally) {
   Program p = NewProgram();
   kir_vid i = Invar(p.get(), "i32[]");

@@ -319,6 +319,13 @@ kiln_status kir_dce(kir_program *p, int *removed);
  * sub-programs too. */
 kiln_status kir_cse(kir_program *p, int *removed);
 
+/* Shape equations that move no data (reductions over size-1 axes only,
+ * broadcasts that add size-1 axes only, squeeze, expand_dims) become
+ * reshapes; a reshape of a reshape reads the first one's operand; a reshape
+ * to its operand's own type is dropped and its uses redirected. Runs inside
+ * sub-programs too; *simplified (may be NULL) counts the rewrites. */
+kiln_status kir_simplify(kir_program *p, int *simplified);
+
 /* Replaces each custom_jvp_call, custom_vjp_call and checkpoint of the root
  * program p by the equations of the program it calls (recursively; calls
  * whose body has constvars stay). Run it after kir_cse, not before: a

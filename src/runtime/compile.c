@@ -110,6 +110,7 @@ static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool f
   kir_program *prog = p->prog;
   int removed = 0, folded = 0;
   kiln_status st = kir_dce(prog, &removed);
+  if (!st) st = kir_simplify(prog, &removed);
   if (!st) st = kir_cse(prog, &removed);
   if (!st) st = kir_fold(prog, kir_reference_evals(), KRT_FOLD_MAX_BYTES, &folded);
   if (!st) st = kir_dce(prog, &removed);

@@ -384,6 +384,7 @@ kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
   /* The passes compile would run (they are idempotent). */
   int n = 0;
   kiln_status st = kir_dce(l->p.prog, &n);
+  if (!st) st = kir_simplify(l->p.prog, &n);
   if (!st) st = kir_cse(l->p.prog, &n);
   if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
   if (!st) st = kir_dce(l->p.prog, &n);
