@@ -100,6 +100,27 @@ kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replic
   return s;
 }
 
+static kiln_status put_replicated(const kiln_leaf *const *leaves, size_t n, void *user,
+                                  kiln_leaf *out) {
+  (void)n;
+  if (leaves[0]->kind != KILN_LEAF_ARRAY) return KILN_ERR_TREE;
+  out->kind = KILN_LEAF_ARRAY;
+  return kiln_device_put_sharded(leaves[0]->u.array, user, &out->u.array);
+}
+
+kiln_status dp_place(const dp_step *d, kiln_tree **tree) {
+  kiln_sharding *rep = NULL;
+  kiln_tree *placed = NULL;
+  kiln_status s = kiln_sharding_replicated(d->mesh, &rep);
+  if (!s) s = kiln_tree_map(put_replicated, rep, 1, (const kiln_tree *const[]){*tree}, &placed);
+  kiln_sharding_free(rep);
+  if (!s) {
+    kiln_tree_free(*tree);
+    *tree = placed;
+  }
+  return s;
+}
+
 void dp_step_free(dp_step *d) {
   kiln_jit_free(d->jit);
   kiln_func_free(d->sm);

@@ -22,6 +22,10 @@ typedef struct dp_step {
 /* Sets m->axis; m must outlive the step. */
 kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replicas,
                         dp_step *out);
+/* Puts every array of *tree on the step's mesh, replicated (P()), in place
+ * of the tree: fed so, the step passes params and optimizer state to each
+ * device as they are and returns them so (no gather, no copy per step). */
+kiln_status dp_place(const dp_step *d, kiln_tree **tree);
 void dp_step_free(dp_step *d);
 
 /* flax's evaluation pattern: eval pmapped over the first n devices with

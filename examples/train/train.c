@@ -371,6 +371,8 @@ static kiln_status setup(run *r, train_summary *sum) {
     if ((s = restore(r->ckpt, r->dev, &r->st))) return s;
     sum->resumed_from = r->st.step;
   }
+  if (r->dp.jit && ((s = dp_place(&r->dp, &r->st.params)) || (s = dp_place(&r->dp, &r->st.opt_state))))
+    return fail(s, "replicating the state over %d devices", cfg->devices);
   char path[1100];
   snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
   if (!(r->metrics = metrics_open(path, sum->resumed_from))) {
