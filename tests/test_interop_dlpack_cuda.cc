@@ -155,6 +155,36 @@ TEST_F(DlpackFakeCuda, StreamNoneOrdersNothingAndTheUnversionedExportOrdersToo) 
   kiln_array_release(a);
 }
 
+// stream=1 and 2 (DLPack's legacy and per-thread default streams, what
+// Python consumers pass for "the default stream"): the default stream is
+// ordered after the upload, again without a host wait.
+TEST_F(DlpackFakeCuda, TheDefaultStreamHandlesAreOrderedToo) {
+  for (int64_t handle : {int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE(handle);
+    open_ = 0;
+    kiln_array *a = PendingArray();
+    ASSERT_NE(a, nullptr);
+    DLManagedTensorVersioned *t = nullptr;
+    ASSERT_EQ(kiln_array_to_dlpack(a, handle, &t), KILN_OK) << kiln_last_error();
+    CUstream def = reinterpret_cast<CUstream>(handle);  // of the current context
+    ASSERT_EQ(drv_.cuCtxPushCurrent(cuctx_), CUDA_SUCCESS);
+    EXPECT_EQ(drv_.cuStreamQuery(def), CUDA_ERROR_NOT_READY);
+    open_ = 1;
+    EXPECT_EQ(drv_.cuStreamSynchronize(def), CUDA_SUCCESS);
+    CUcontext popped;
+    ASSERT_EQ(drv_.cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+    const float *p = static_cast<const float *>(t->dl_tensor.data);
+    EXPECT_EQ(std::vector<float>(p, p + 4), (std::vector<float>{1, 2, 3, 4}));
+    kiln_array_release(a);
+    t->deleter(t);
+  }
+  // Like the real driver, the stand-in will not destroy them.
+  ASSERT_EQ(drv_.cuCtxPushCurrent(cuctx_), CUDA_SUCCESS);
+  EXPECT_EQ(drv_.cuStreamDestroy(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
+  CUcontext popped;
+  ASSERT_EQ(drv_.cuCtxPopCurrent(&popped), CUDA_SUCCESS);
+}
+
 TEST_F(DlpackFakeCuda, AnInvalidConsumerStreamIsAnErrorNamingTheArray) {
   open_ = 1;
   kiln_array *a = PendingArray();

@@ -262,9 +262,27 @@ static int fake_current_device(void) {
   return fake_ctx_depth > 0 ? fake_ctx_stack[fake_ctx_depth - 1]->device : -1;
 }
 
-static bool fake_stream_ok(CUstream s) {
+/* The special handles real CUDA takes wherever a stream goes: the legacy
+ * and the per-thread default stream of the current context. The stand-in
+ * gives each device one default stream for both (ordered like any other),
+ * not counted as a live object. */
+static struct CUstream_st fake_default_streams[FAKE_MAX_DEVICES];
+
+static bool fake_stream_special(CUstream s) {
+  return s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* Whether *s is a stream, a special handle resolved in place. */
+static bool fake_stream_ok(CUstream *s) {
+  if (fake_stream_special(*s)) {
+    int d = fake_current_device();
+    if (d < 0) return false;
+    fake_default_streams[d].device = d;
+    *s = &fake_default_streams[d];
+    return true;
+  }
   for (struct CUstream_st *p = fake_streams; p; p = p->next)
-    if (p == s) return !p->destroyed;
+    if (p == *s) return !p->destroyed;
   return false;
 }
 
@@ -588,7 +606,7 @@ static CUresult fake_cuStreamCreate(CUstream *out, unsigned int flags) {
 
 static CUresult fake_cuStreamDestroy(CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (fake_stream_special(s) || !fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   CUresult rc = fake_stall_check(fake_run(s, s->enqueued)); /* queued work completes */
   s->destroyed = true;
   free(s->ops);
@@ -599,7 +617,7 @@ static CUresult fake_cuStreamDestroy(CUstream s) {
 
 static CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (s->capture) return fake_leave(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   return fake_leave(fake_stall_check(fake_run(s, s->enqueued)));
 }
@@ -607,7 +625,7 @@ static CUresult fake_cuStreamSynchronize(CUstream s) {
 /* Forces nothing, as the driver: NOT_READY while work is queued. */
 static CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   return fake_leave(s->head < s->count ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS);
 }
 
@@ -615,7 +633,7 @@ static CUresult fake_cuStreamQuery(CUstream s) {
 static CUresult fake_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value,
                                           unsigned int flags) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (flags != CU_STREAM_WRITE_VALUE_DEFAULT || !addr || addr % sizeof value)
     return fake_leave(CUDA_ERROR_INVALID_VALUE);
   fake_op op = {.kind = FAKE_WRITE_VALUE, .dst = (char *)(uintptr_t)addr, .seq = value};
@@ -624,7 +642,7 @@ static CUresult fake_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32
 
 static CUresult fake_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s) || !fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s) || !fake_event_ok(e)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (flags != 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
   if (!e->recorded) return fake_leave(CUDA_SUCCESS);
   fake_op op = {.kind = FAKE_WAIT, .stream = e->stream, .seq = e->seq};
@@ -653,7 +671,7 @@ static CUresult fake_cuEventDestroy(CUevent e) {
 
 static CUresult fake_cuEventRecord(CUevent e, CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_event_ok(e) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_event_ok(e) || !fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (e->device != s->device) {
     fprintf(stderr, "fake libcuda: cuEventRecord: event of device %d on a stream of device %d\n",
             e->device, s->device);
@@ -752,7 +770,7 @@ static CUresult fake_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 static CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t n, CUmemoryPool pool,
                                              CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_pool_ok(pool) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_pool_ok(pool) || !fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (n == 0) return fake_leave(CUDA_ERROR_INVALID_VALUE);
   int dev = pool->device;
   if (n > fake_device_memory() - fake_used[dev]) return fake_leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -785,7 +803,7 @@ static CUresult fake_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t n, CUmemor
 
 static CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   for (fake_alloc *a = fake_allocs; a; a = a->next) {
     if (a->state == FAKE_FREED || a->free_queued || (CUdeviceptr)(uintptr_t)a->base != p) continue;
     a->free_queued = true;
@@ -850,7 +868,7 @@ static CUresult fake_copy(CUstream s, const char *what, void *dst, int dst_devic
                           int src_device, size_t n) {
   CUresult rc = fake_enter(what, true);
   if (rc != CUDA_SUCCESS) return fake_leave(rc);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
   fake_op op = {.kind = FAKE_COPY,
                 .dst = dst,
@@ -888,7 +906,7 @@ static CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdev
 
 static CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (fake_current_device() < 0) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
   fake_op op = {.kind = FAKE_MEMSET, .dst = (char *)(uintptr_t)dst, .n = n, .seq = value,
                 .dst_device = s->device};
@@ -899,7 +917,7 @@ static CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_
 
 static CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (!fn) return fake_leave(CUDA_ERROR_INVALID_VALUE);
   fake_op op = {.kind = FAKE_HOST_FN, .host_fn = fn, .host_user = user};
   return fake_leave(fake_enqueue(s, op));
@@ -920,7 +938,7 @@ CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
  * the gate's position (the stream's operation count after it), 0 on error. */
 unsigned long long kiln_fake_cuda_launch_gate(CUstream s, int (*gate)(void *), void *user) {
   CUresult rc = fake_enter("cuLaunchHostFunc", true);
-  if (rc == CUDA_SUCCESS && (!fake_stream_ok(s) || s->capture)) rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && (!fake_stream_ok(&s) || s->capture)) rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS) rc = fake_enqueue(s, (fake_op){.kind = FAKE_GATE, .gate = gate, .host_user = user});
   unsigned long long at = rc == CUDA_SUCCESS ? s->enqueued : 0;
   fake_leave(rc);
@@ -937,7 +955,7 @@ int kiln_fake_cuda_stream_run(CUstream s, unsigned long long upto) {
 /* The device a live stream belongs to, -1 for none (takes the lock). */
 int kiln_fake_cuda_stream_device(CUstream s) {
   pthread_mutex_lock(&fake_lock);
-  int d = fake_stream_ok(s) ? s->device : -1;
+  int d = fake_stream_ok(&s) ? s->device : -1;
   pthread_mutex_unlock(&fake_lock);
   return d;
 }
@@ -1055,7 +1073,7 @@ static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
                                     unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                     CUstream s, void **params, void **extra) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (fake_current_device() != s->device) return fake_leave(CUDA_ERROR_INVALID_CONTEXT);
   fake_op op = {.kind = FAKE_KERNEL, .dst_device = s->device};
   CUresult rc = fake_launch_make(f, (unsigned[]){gx, gy, gz}, (unsigned[]){bx, by, bz}, shared,
@@ -1193,7 +1211,7 @@ static CUresult fake_capture(CUstream s, fake_op op) {
 
 static CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (s->capture || mode > CU_STREAM_CAPTURE_MODE_RELAXED)
     return fake_leave(CUDA_ERROR_INVALID_VALUE);
   struct CUgraph_st *g = calloc(1, sizeof *g);
@@ -1206,7 +1224,7 @@ static CUresult fake_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) 
 
 static CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *out) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   if (!s->capture) return fake_leave(CUDA_ERROR_ILLEGAL_STATE);
   *out = s->capture;
   s->capture = NULL;
@@ -1217,7 +1235,7 @@ static CUresult fake_cuStreamEndCapture(CUstream s, CUgraph *out) {
  * outlive their first run. */
 CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
   FAKE_BEGIN(true);
-  if (!fake_stream_ok(s) || !status) return fake_leave(CUDA_ERROR_INVALID_VALUE);
+  if (!fake_stream_ok(&s) || !status) return fake_leave(CUDA_ERROR_INVALID_VALUE);
   *status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return fake_leave(CUDA_SUCCESS);
 }
@@ -1295,7 +1313,7 @@ static CUresult fake_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNo
 
 static CUresult fake_cuGraphLaunch(CUgraphExec e, CUstream s) {
   FAKE_BEGIN(true);
-  if (!fake_exec_ok(e) || !fake_stream_ok(s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
+  if (!fake_exec_ok(e) || !fake_stream_ok(&s)) return fake_leave(CUDA_ERROR_INVALID_HANDLE);
   CUresult rc = CUDA_SUCCESS;
   for (int i = 0; i < e->n; i++)
     for (int k = 0; k < e->nodes[i].n && rc == CUDA_SUCCESS; k++) {
