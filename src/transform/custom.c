@@ -60,10 +60,18 @@ static kiln_status ktf_join_consts(kiln_trace *t, const char *op, int n, ktr_clo
   return KILN_OK;
 }
 
-static int ktf_capture_count(int n, ktr_closed *const *cl) {
-  int c = 0;
-  for (int k = 0; k < n; k++) c += cl[k]->n_captures;
-  return c;
+/* A custom call's operands: the n closed programs' captures, joined
+ * (ktf_join_consts), then f's own arguments; *in is malloc'ed (free it),
+ * *nc the captures' count. */
+static kiln_status ktf_call_operands(kiln_trace *t, const char *op, int n, ktr_closed *const *cl,
+                                     const ktf_traced *f, kir_vid **in, int *nc) {
+  int ncap = 0;
+  for (int k = 0; k < n; k++) ncap += cl[k]->n_captures;
+  if (!(*in = malloc((size_t)(ncap + f->n + 1) * sizeof **in)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
+  kiln_status st = ktf_join_consts(t, op, n, cl, *in, nc);
+  for (int i = 0; !st && i < f->n; i++) (*in)[*nc + i] = f->x[f->cl.n_captures + i];
+  return st;
 }
 
 /* The output avals of prog from `from` agree with those of ref (typematch). */
@@ -125,11 +133,8 @@ static kiln_tree *ktf_custom_jvp_fn(kiln_trace *t, const kiln_tree *args, void *
   if (!st) st = ktf_check_outs(op, "the jvp rule's primal", tj.cl.prog, 0, tf.cl.prog);
   if (!st) st = ktf_check_outs(op, "the jvp rule's tangent", tj.cl.prog, no, tf.cl.prog);
   ktr_closed *cl[2] = {&tf.cl, &tj.cl};
-  int nc = 0, ncap = st ? 0 : ktf_capture_count(2, cl);
-  if (!st && !(in = malloc((size_t)(ncap + tf.n + 1) * sizeof *in)))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  if (!st) st = ktf_join_consts(t, op, 2, cl, in, &nc);
-  for (int i = 0; !st && i < tf.n; i++) in[nc + i] = tf.x[tf.cl.n_captures + i];
+  int nc = 0;
+  if (!st) st = ktf_call_operands(t, op, 2, cl, &tf, &in, &nc);
   if (st) {
     ktr_fail(t, st);
   } else {
@@ -241,11 +246,8 @@ static kiln_tree *ktf_custom_vjp_fn(kiln_trace *t, const kiln_tree *args, void *
                       kir_aval_str(a, t1, sizeof t1));
   }
   ktr_closed *cl[3] = {&tf.cl, &tw.cl, &bw};
-  int nc = 0, ncap = st ? 0 : ktf_capture_count(3, cl);
-  if (!st && !(in = malloc((size_t)(ncap + tf.n + 1) * sizeof *in)))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
-  if (!st) st = ktf_join_consts(t, op, 3, cl, in, &nc);
-  for (int i = 0; !st && i < tf.n; i++) in[nc + i] = tf.x[tf.cl.n_captures + i];
+  int nc = 0;
+  if (!st) st = ktf_call_operands(t, op, 3, cl, &tf, &in, &nc);
   if (st) {
     ktr_fail(t, st);
   } else {
