@@ -36,56 +36,12 @@ def flax_steps(args, train, steps):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    import optax
-    from flax import linen as nn
-    from jax.sharding import Mesh, PartitionSpec as P
-
-    class CNN(nn.Module):
-        classes: int
-
-        @nn.compact
-        def __call__(self, x):
-            x = x.reshape((x.shape[0], 28, 28, 1))
-            for features in (32, 64):
-                x = nn.relu(nn.Conv(features, (3, 3))(x))
-                x = nn.avg_pool(x, (2, 2), strides=(2, 2))
-            x = x.reshape((x.shape[0], -1))
-            x = nn.relu(nn.Dense(256)(x))
-            return nn.Dense(self.classes)(x)
+    sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
+    from flax_cnn import cnn_training
 
     (x, y), n = train, train[0].shape[0]
-    classes = int(y.max()) + 1
-    key, init_key = jax.random.split(jax.random.PRNGKey(args.seed))
-    keys = jax.random.split(init_key, 4)
-    shapes = {"Conv_0": (3, 3, 1, 32), "Conv_1": (3, 3, 32, 64), "Dense_0": (7 * 7 * 64, 256),
-              "Dense_1": (256, classes)}
-    init = nn.initializers.lecun_normal()
-    params = {"params": {name: {"kernel": init(keys[i], shape, jnp.float32),
-                                "bias": jnp.zeros((shape[-1],), jnp.float32)}
-                         for i, (name, shape) in enumerate(shapes.items())}}
-    model, tx = CNN(classes), optax.adam(args.lr)
-    opt_state = tx.init(params)
-    devices = len(jax.devices())
-
-    def loss_fn(params, xb, yb):
-        logits = model.apply(params, xb.astype(jnp.float32) / 255.0)
-        yb = yb.astype(jnp.int32)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
-        return loss, jnp.mean((jnp.argmax(logits, -1) == yb).astype(jnp.float32))
-
-    def body(params, opt_state, xb, yb):
-        (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, xb, yb)
-        if devices > 1:
-            grads, loss, acc = jax.lax.pmean((grads, loss, acc), "data")
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, acc
-
-    if devices == 1:
-        step = jax.jit(body, donate_argnums=(0, 1))
-    else:
-        mesh = Mesh(np.array(jax.devices()), ("data",))
-        step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P(), P("data"), P("data")),
-                                     out_specs=P()), donate_argnums=(0, 1))
+    key, params, opt_state, step = cnn_training(28, (32, 64), 256, int(y.max()) + 1, args.seed,
+                                                args.lr, len(jax.devices()), donate=True)
     spe, bs = n // args.batch_size, args.batch_size
     losses, times = [], []
     while len(losses) < steps:

@@ -30,55 +30,10 @@ def records(n_devices):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    import optax
-    from flax import linen as nn
-    from jax.sharding import Mesh, PartitionSpec as P
-
-    class CNN(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            x = x.reshape((x.shape[0], SIDE, SIDE, 1))
-            for features in CONV:
-                x = nn.relu(nn.Conv(features, (3, 3))(x))
-                x = nn.avg_pool(x, (2, 2), strides=(2, 2))
-            x = x.reshape((x.shape[0], -1))
-            x = nn.relu(nn.Dense(HIDDEN)(x))
-            return nn.Dense(CLASSES)(x)
+    from flax_cnn import cnn_training
 
     x, y = synthetic(N_TRAIN, 1)
-    key, init_key = jax.random.split(jax.random.PRNGKey(SEED))
-    keys = jax.random.split(init_key, 4)
-    init = nn.initializers.lecun_normal()
-    flat = (SIDE // 4) * (SIDE // 4) * CONV[1]
-    shapes = {"Conv_0": (3, 3, 1, CONV[0]), "Conv_1": (3, 3, CONV[0], CONV[1]),
-              "Dense_0": (flat, HIDDEN), "Dense_1": (HIDDEN, CLASSES)}
-    params = {"params": {name: {"kernel": init(keys[i], shape, jnp.float32),
-                                "bias": jnp.zeros((shape[-1],), jnp.float32)}
-                         for i, (name, shape) in enumerate(shapes.items())}}
-    model = CNN()
-    tx = optax.adam(LR)
-    opt_state = tx.init(params)
-
-    def loss_fn(params, xb, yb):
-        logits = model.apply(params, xb.astype(jnp.float32) / 255.0)
-        yb = yb.astype(jnp.int32)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
-        return loss, jnp.mean((jnp.argmax(logits, -1) == yb).astype(jnp.float32))
-
-    def body(params, opt_state, xb, yb):
-        (loss, acc), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, xb, yb)
-        if n_devices > 1:
-            grads, loss, acc = jax.lax.pmean((grads, loss, acc), "data")
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss, acc
-
-    assert len(jax.devices()) == n_devices, jax.devices()
-    if n_devices == 1:
-        step = jax.jit(body)
-    else:
-        mesh = Mesh(np.array(jax.devices()), ("data",))
-        step = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P(), P("data"), P("data")),
-                                     out_specs=P()))
+    key, params, opt_state, step = cnn_training(SIDE, CONV, HIDDEN, CLASSES, SEED, LR, n_devices)
     key, perm_key = jax.random.split(key)
     order = np.asarray(jax.random.permutation(perm_key, N_TRAIN))
     lines = []
