@@ -3,6 +3,7 @@
 // kernel compiles with NVRTC for sm_90 (not run here: no GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -39,6 +40,32 @@ const WinCase kCases[] = {
     {"reduce_window_min", KILN_F64, {5, 6},
      "base_dilation=(1, 1) padding=((1, 0), (0, 1)) window_dilation=(1, 1) "
      "window_dimensions=(2, 2) window_strides=(1, 1)", false},
+    // trailing untouched dims (NHWC features): the C target's run kernels.
+    // avg_pool 2x2 VALID over odd sizes; SAME's partial last window; its
+    // transpose (stride 1 over the padded cotangent); runs past one tile.
+    {"reduce_window_sum", KILN_F32, {3, 9, 7, 32},
+     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (0, 0), (0, 0), (0, 0)) "
+     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 2, 2, 1) window_strides=(1, 2, 2, 1)",
+     false},
+    {"reduce_window_sum", KILN_BF16, {2, 7, 5, 8},
+     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (0, 1), (0, 1), (0, 0)) "
+     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 2, 2, 1) window_strides=(1, 2, 2, 1)",
+     false},
+    {"reduce_window_sum", KILN_F32, {2, 8, 6, 16},
+     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (1, 1), (1, 0), (0, 0)) "
+     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 2, 2, 1) window_strides=(1, 1, 1, 1)",
+     false},
+    {"reduce_window_sum", KILN_F32, {2, 4, 5, 300},
+     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (0, 0), (0, 1), (0, 0)) "
+     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 2, 2, 1) window_strides=(1, 2, 2, 1)",
+     false},
+    {"reduce_window_max", KILN_F32, {2, 5, 5, 12},
+     "base_dilation=(1, 2, 1, 1) padding=((0, 0), (1, 1), (1, 1), (0, 0)) "
+     "window_dilation=(1, 1, 2, 1) window_dimensions=(1, 3, 3, 1) window_strides=(1, 2, 2, 1)",
+     false},
+    {"reduce_window_min", KILN_F64, {5, 3, 10},
+     "base_dilation=(1, 1, 1) padding=((1, 0), (0, 0), (0, 0)) "
+     "window_dilation=(1, 1, 1) window_dimensions=(2, 1, 1) window_strides=(1, 1, 1)", false},
     {"select_and_gather_add", KILN_F32, {6, 7},
      "base_dilation=(2, 1) padding=((1, 1), (1, 0)) select_prim=ge window_dilation=(1, 1) "
      "window_dimensions=(3, 2) window_strides=(2, 1)", true},
@@ -141,9 +168,12 @@ TEST(WindowCodegen, CKernelsMatchTheReferenceBits) {
     kiln_kernel_args args{};
     for (size_t i = 0; i < prog.in.size(); i++) args.ptr[i] = prog.in[i].b.data;
     args.ptr[prog.in.size()] = got.b.data;
-    // in two halves, as the runtime splits a range across threads
-    reinterpret_cast<kcg_c_kernel_fn>(sym)(args, 0, k.n_items / 2);
-    reinterpret_cast<kcg_c_kernel_fn>(sym)(args, k.n_items / 2, k.n_items);
+    // in uneven parts, as the runtime splits a range across threads (a run
+    // kernel then starts and ends mid-run)
+    const int64_t cuts[] = {0, k.n_items / 3, k.n_items / 2 + 1, k.n_items};
+    for (int i = 0; i < 3; i++)
+      if (cuts[i] < cuts[i + 1])
+        reinterpret_cast<kcg_c_kernel_fn>(sym)(args, cuts[i], std::min(cuts[i + 1], k.n_items));
     kir_aval out = prog.Out();
     EXPECT_EQ(k.n_items, kir_aval_size(&out));
     EXPECT_EQ(0, memcmp(want.b.data, got.b.data, want.b.nbytes));
