@@ -60,8 +60,8 @@ static const char *kcg_window_init(const kir_eqn *e, kiln_dtype dt) {
                                   (e->prim == KIR_PRIM_SELECT_AND_GATHER_ADD &&
                                    e->params.window.select_prim != KIR_PRIM_GE);
   if (e->prim == KIR_PRIM_REDUCE_WINDOW_SUM) return "0";
-  return f64 ? (lo ? "kiln_bits_f64(0x7ff0000000000000ull)" : "kiln_bits_f64(0xfff0000000000000ull)")
-             : (lo ? "kiln_bits_f32(0x7f800000u)" : "kiln_bits_f32(0xff800000u)");
+  if (f64) return lo ? "kiln_bits_f64(0x7ff0000000000000ull)" : "kiln_bits_f64(0xfff0000000000000ull)";
+  return lo ? "kiln_bits_f32(0x7f800000u)" : "kiln_bits_f32(0xff800000u)";
 }
 
 /* acc (an lvalue) folds in the window element v: reduce_window's ops. */
