@@ -166,6 +166,7 @@ static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, i
     float *row = cols + (r - r0) * kd;
     for (int64_t k = 0; k < W; k++, row += cg) {
       if (lo[k] < 0) memset(row, 0, (size_t)cg * sizeof *row);
+      else if (g->ls_c == 1 && cg == 1) *row = src[lo[k]]; /* a first layer's one channel */
       else if (g->ls_c == 1) memcpy(row, src + lo[k], (size_t)cg * sizeof *row);
       else
         for (int64_t i = 0; i < cg; i++) row[i] = src[lo[k] + i * g->ls_c];
