@@ -3,6 +3,8 @@
 // kernel compiles with NVRTC for sm_90 (not run here: no GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -20,25 +22,43 @@ struct WinCase {
   const char *prim;
   kiln_dtype dtype;
   std::vector<int64_t> shape;
-  const char *params;
+  std::string params;
   bool ties;  // small integers: equal candidates in a window
 };
+
+// An NHWC pooling's params (batch and features untouched): the C target's
+// run kernels. pad is the spatial dims' ((lo, hi), (lo, hi)).
+std::string Pool(const char *pad, int wh, int ww, int sh, int sw, int base_h = 1, int wdil_w = 1) {
+  char s[320];
+  snprintf(s, sizeof s,
+           "base_dilation=(1, %d, 1, 1) padding=((0, 0), %s, (0, 0)) window_dilation=(1, 1, %d, 1) "
+           "window_dimensions=(1, %d, %d, 1) window_strides=(1, %d, %d, 1)",
+           base_h, pad, wdil_w, wh, ww, sh, sw);
+  return s;
+}
 
 const WinCase kCases[] = {
     {"reduce_window_sum", KILN_F32, {7, 8},
      "base_dilation=(2, 1) padding=((1, 2), (0, 1)) window_dilation=(1, 2) "
      "window_dimensions=(2, 3) window_strides=(1, 2)", false},
-    {"reduce_window_sum", KILN_BF16, {2, 6, 6, 3},
-     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (1, 1), (1, 1), (0, 0)) "
-     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 3, 3, 1) window_strides=(1, 2, 2, 1)",
-     false},
-    {"reduce_window_max", KILN_BF16, {2, 6, 6, 3},
-     "base_dilation=(1, 1, 1, 1) padding=((0, 0), (1, 1), (1, 1), (0, 0)) "
-     "window_dilation=(1, 1, 1, 1) window_dimensions=(1, 3, 3, 1) window_strides=(1, 2, 2, 1)",
-     false},
+    {"reduce_window_sum", KILN_BF16, {2, 6, 6, 3}, Pool("(1, 1), (1, 1)", 3, 3, 2, 2), false},
+    {"reduce_window_max", KILN_BF16, {2, 6, 6, 3}, Pool("(1, 1), (1, 1)", 3, 3, 2, 2), false},
     {"reduce_window_min", KILN_F64, {5, 6},
      "base_dilation=(1, 1) padding=((1, 0), (0, 1)) window_dilation=(1, 1) "
      "window_dimensions=(2, 2) window_strides=(1, 1)", false},
+    // avg_pool 2x2 VALID over odd sizes; SAME's partial last window; its
+    // transpose (stride 1 over the padded cotangent); runs past one tile;
+    // an overlapping, dilated max pool
+    {"reduce_window_sum", KILN_F32, {3, 9, 7, 32}, Pool("(0, 0), (0, 0)", 2, 2, 2, 2), false},
+    {"reduce_window_sum", KILN_BF16, {2, 7, 5, 8}, Pool("(0, 1), (0, 1)", 2, 2, 2, 2), false},
+    {"reduce_window_sum", KILN_F32, {2, 8, 6, 16}, Pool("(1, 1), (1, 0)", 2, 2, 1, 1), false},
+    {"reduce_window_sum", KILN_F32, {2, 4, 5, 300}, Pool("(0, 0), (0, 1)", 2, 2, 2, 2), false},
+    {"reduce_window_max", KILN_F32, {2, 5, 5, 12}, Pool("(1, 1), (1, 1)", 3, 3, 2, 2, 2, 2),
+     false},
+    // trailing untouched dims merged into one run
+    {"reduce_window_min", KILN_F64, {5, 3, 10},
+     "base_dilation=(1, 1, 1) padding=((1, 0), (0, 0), (0, 0)) "
+     "window_dilation=(1, 1, 1) window_dimensions=(2, 1, 1) window_strides=(1, 1, 1)", false},
     {"select_and_gather_add", KILN_F32, {6, 7},
      "base_dilation=(2, 1) padding=((1, 1), (1, 0)) select_prim=ge window_dilation=(1, 1) "
      "window_dimensions=(3, 2) window_strides=(2, 1)", true},
@@ -74,7 +94,7 @@ struct Program {
     EXPECT_TRUE(kir_prim_lookup(c.prim, strlen(c.prim), &prim));
     kir_params par;
     memset(&par, 0, sizeof par);
-    EXPECT_EQ(kir_params_parse(p, prim, c.params, &par), KILN_OK) << kiln_last_error();
+    EXPECT_EQ(kir_params_parse(p, prim, c.params.c_str(), &par), KILN_OK) << kiln_last_error();
     kir_aval x = kir_aval_make(c.dtype, (int)c.shape.size(), c.shape.data(), false);
     std::vector<kir_aval> avals = {x};
     if (prim == KIR_PRIM_SELECT_AND_GATHER_ADD) avals.insert(avals.begin(), x);
@@ -141,9 +161,12 @@ TEST(WindowCodegen, CKernelsMatchTheReferenceBits) {
     kiln_kernel_args args{};
     for (size_t i = 0; i < prog.in.size(); i++) args.ptr[i] = prog.in[i].b.data;
     args.ptr[prog.in.size()] = got.b.data;
-    // in two halves, as the runtime splits a range across threads
-    reinterpret_cast<kcg_c_kernel_fn>(sym)(args, 0, k.n_items / 2);
-    reinterpret_cast<kcg_c_kernel_fn>(sym)(args, k.n_items / 2, k.n_items);
+    // in uneven parts, as the runtime splits a range across threads (a run
+    // kernel then starts and ends mid-run)
+    const int64_t cuts[] = {0, k.n_items / 3, k.n_items / 2 + 1, k.n_items};
+    for (int i = 0; i < 3; i++)
+      if (cuts[i] < cuts[i + 1])
+        reinterpret_cast<kcg_c_kernel_fn>(sym)(args, cuts[i], std::min(cuts[i + 1], k.n_items));
     kir_aval out = prog.Out();
     EXPECT_EQ(k.n_items, kir_aval_size(&out));
     EXPECT_EQ(0, memcmp(want.b.data, got.b.data, want.b.nbytes));

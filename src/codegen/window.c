@@ -4,8 +4,8 @@
  * element sums the source of the windows that select it, in row-major
  * window order, as XLA's scatter adds them), so it needs no atomics and is
  * deterministic. Float dtypes only; f16/bf16 compute in f32, rounded after
- * every sum step as the reference executor. Not dispatched by the backends
- * yet: the runtime runs these ops on the reference executor. */
+ * every sum step as the reference executor. The CPU backend runs the C
+ * form (backend/cpu/exec.c); the CUDA backend does not dispatch these yet. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +53,98 @@ static void kcg_unflatten(kcg_buf *b, const char *var, const char *shape, const 
                var, shape, shape);
 }
 
+/* The start value of a window's accumulator; +-inf from bits: NVRTC has no
+ * INFINITY. select_and_gather_add starts at its select order's identity. */
+static const char *kcg_window_init(const kir_eqn *e, kiln_dtype dt) {
+  bool f64 = dt == KILN_F64, lo = e->prim == KIR_PRIM_REDUCE_WINDOW_MIN ||
+                                  (e->prim == KIR_PRIM_SELECT_AND_GATHER_ADD &&
+                                   e->params.window.select_prim != KIR_PRIM_GE);
+  if (e->prim == KIR_PRIM_REDUCE_WINDOW_SUM) return "0";
+  if (f64) return lo ? "kiln_bits_f64(0x7ff0000000000000ull)" : "kiln_bits_f64(0xfff0000000000000ull)";
+  return lo ? "kiln_bits_f32(0x7f800000u)" : "kiln_bits_f32(0xff800000u)";
+}
+
+/* acc (an lvalue) folds in the window element v: reduce_window's ops. */
+static void kcg_window_fold(kcg_buf *b, kir_prim prim, kiln_dtype dt, const char *acc,
+                            const char *indent) {
+  if (prim == KIR_PRIM_REDUCE_WINDOW_SUM)
+    kcg_buf_addf(b, "%s%s = %s(%s + v);\n", indent, acc, kcg_wround(dt), acc);
+  else
+    kcg_buf_addf(b, "%s%s = v != v || v %c %s ? v : %s;\n", indent, acc,
+                 prim == KIR_PRIM_REDUCE_WINDOW_MAX ? '>' : '<', acc, acc);
+}
+
+/* The leading dims before the trailing ones a window leaves alone (window 1,
+ * stride 1, no padding or dilation: NHWC's features), whose elements, `run`
+ * of them, lie contiguous in operand and result alike. */
+static int kcg_window_outer_rank(const kir_window_geom *g, int64_t *run) {
+  int k = g->rank;
+  for (*run = 1; k > 0 && g->win[k - 1] == 1 && g->stride[k - 1] == 1 && g->lo[k - 1] == 0 &&
+                 g->base[k - 1] == 1 && g->in[k - 1] == g->out[k - 1];
+       k--)
+    *run *= g->in[k - 1];
+  return k;
+}
+
+#define KCG_WINDOW_MIN_RUN 4
+#define KCG_WINDOW_TILE 256
+
+/* C target, reduce_window over operands with such a run (avg/max pooling,
+ * its transpose): a result pixel's window is walked once, each of its
+ * elements folding a run of up to TILE results at unit stride (the compiler
+ * vectorises it), instead of the window walk per result element. Each
+ * element still folds its window in row-major order: the same bits. */
+static void kcg_window_rows_body(const kir_eqn *e, const kir_window_geom *g, int k, int64_t run,
+                                 kiln_dtype dt, kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  int64_t xs[KIR_MAX_RANK], nwin = 1, nin = run;
+  for (int d = k - 1; d >= 0; d--) {
+    xs[d] = nin;
+    nin *= g->in[d];
+    nwin *= g->win[d];
+  }
+  kcg_buf_addf(b, "{\n  enum { R = %d, TILE = %d };\n", k, KCG_WINDOW_TILE);
+  kcg_buf_addf(b, "  const long long NWIN = %lldLL, RUN = %lldLL;\n", (long long)nwin,
+               (long long)run);
+  kcg_array(b, "IN", k, g->in);
+  kcg_array(b, "OUT", k, g->out);
+  kcg_array(b, "WIN", k, g->win);
+  kcg_array(b, "STR", k, g->stride);
+  kcg_array(b, "LO", k, g->lo);
+  kcg_array(b, "BASE", k, g->base);
+  kcg_array(b, "WDIL", k, g->wdil);
+  kcg_array(b, "XS", k, xs);
+  kcg_buf_addf(b, "  const %s *KILN_RESTRICT x = (const %s *)args.ptr[0];\n", T, T);
+  kcg_buf_addf(b, "  %s *KILN_RESTRICT y = (%s *)args.ptr[1];\n", T, T);
+  kcg_buf_add(b, "  for (long long i = begin, n; i < end; i += n) {\n"
+                 "    long long c0 = i % RUN;\n"
+                 "    n = RUN - c0 < end - i ? RUN - c0 : end - i;\n"
+                 "    if (n > TILE) n = TILE;\n");
+  kcg_unflatten(b, "o", "OUT", "i / RUN");
+  kcg_buf_addf(b, "    %s acc[TILE];\n    for (long long c = 0; c < n; c++) acc[c] = %s;\n", F,
+               kcg_window_init(e, dt));
+  kcg_buf_add(b, "    for (long long w = 0; w < NWIN; w++) {\n");
+  kcg_window_offset(b, "      ");
+  kcg_buf_addf(b, "      const %s *xr = x + off + c0;\n", T);
+  kcg_buf_addf(b, "      for (long long c = 0; c < n; c++) {\n        %s v = %s(xr[c]);\n", F,
+               kcg_wload(dt));
+  kcg_window_fold(b, e->prim, dt, "acc[c]", "        ");
+  kcg_buf_add(b, "      }\n    }\n");
+  kcg_buf_addf(b, "    for (long long c = 0; c < n; c++) y[i + c] = %s(acc[c]);\n  }\n}\n",
+               kcg_wstore(dt));
+}
+
 static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, kiln_dtype dt,
                                    bool cuda, kcg_buf *b, int64_t *n_items) {
   const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  int64_t run = 1;
+  int outer = kcg_window_outer_rank(g, &run);
+  if (!cuda && outer > 0 && run >= KCG_WINDOW_MIN_RUN && e->n_in == 1) {
+    *n_items = 1;
+    for (int d = 0; d < g->rank; d++) *n_items *= g->out[d];
+    kcg_window_rows_body(e, g, outer, run, dt, b);
+    return KILN_OK;
+  }
   int64_t xs[KIR_MAX_RANK], nwin = 1, nout = 1, nin = 1;
   for (int d = g->rank - 1; d >= 0; d--) {
     xs[d] = nin;
@@ -90,23 +179,14 @@ static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, k
     kcg_buf_add(b, "  for (long long i = begin; i < end; i++) {\n");
   if (!scatter) {
     kcg_unflatten(b, "o", "OUT", "i");
-    /* +-inf from bits: NVRTC has no INFINITY */
-    bool f64 = dt == KILN_F64, lo = e->prim == KIR_PRIM_REDUCE_WINDOW_MIN || (two && *ge == '<');
-    const char *init = e->prim == KIR_PRIM_REDUCE_WINDOW_SUM ? "0"
-                       : f64 ? (lo ? "kiln_bits_f64(0x7ff0000000000000ull)"
-                                   : "kiln_bits_f64(0xfff0000000000000ull)")
-                             : (lo ? "kiln_bits_f32(0x7f800000u)" : "kiln_bits_f32(0xff800000u)");
-    kcg_buf_addf(b, "    %s acc = %s, tan = 0;\n", F, init);
+    kcg_buf_addf(b, "    %s acc = %s, tan = 0;\n", F, kcg_window_init(e, dt));
     kcg_buf_add(b, "    for (long long w = 0; w < NWIN; w++) {\n");
     kcg_window_offset(b, "      ");
     kcg_buf_addf(b, "      %s v = %s(x[off]);\n", F, kcg_wload(dt));
-    switch (e->prim) {
-      case KIR_PRIM_REDUCE_WINDOW_SUM: kcg_buf_addf(b, "      acc = %s(acc + v);\n", kcg_wround(dt)); break;
-      case KIR_PRIM_REDUCE_WINDOW_MAX: kcg_buf_add(b, "      acc = v != v || v > acc ? v : acc;\n"); break;
-      case KIR_PRIM_REDUCE_WINDOW_MIN: kcg_buf_add(b, "      acc = v != v || v < acc ? v : acc;\n"); break;
-      default:
-        kcg_buf_addf(b, "      if (!(acc %s v)) { acc = v; tan = %s(a0[off]); }\n", ge, kcg_wload(dt));
-    }
+    if (two)
+      kcg_buf_addf(b, "      if (!(acc %s v)) { acc = v; tan = %s(a0[off]); }\n", ge, kcg_wload(dt));
+    else
+      kcg_window_fold(b, e->prim, dt, "acc", "      ");
     kcg_buf_add(b, "    }\n");
     kcg_buf_addf(b, "    y[i] = %s(%s);\n  }\n}\n", kcg_wstore(dt), two ? "tan" : "acc");
     return KILN_OK;

@@ -166,6 +166,7 @@ static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, i
     float *row = cols + (r - r0) * kd;
     for (int64_t k = 0; k < W; k++, row += cg) {
       if (lo[k] < 0) memset(row, 0, (size_t)cg * sizeof *row);
+      else if (g->ls_c == 1 && cg == 1) *row = src[lo[k]]; /* a first layer's one channel */
       else if (g->ls_c == 1) memcpy(row, src + lo[k], (size_t)cg * sizeof *row);
       else
         for (int64_t i = 0; i < cg; i++) row[i] = src[lo[k] + i * g->ls_c];
@@ -173,11 +174,39 @@ static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, i
   }
 }
 
+/* A weight gradient's lhs has its contracted features (the batch) far
+ * apart, so im2col gathered every element with a stride of a whole image,
+ * once per window position. Copied once into [batch][spatial][features]
+ * (g updated to match) the im2col copies contiguous runs of cg instead.
+ * NULL (g unchanged) where the features are already contiguous, or grouped. */
+static float *kir_conv_lhs_packed(kiln_conv_geom *g, const float *lhs) {
+  if (g->ls_c == 1 || g->groups != 1 || g->cg < 4) return NULL;
+  int64_t sp = 1, ls[KILN_CONV_MAX_SPATIAL];
+  for (int s = (int)g->n_sp - 1; s >= 0; s--) ls[s] = sp * g->cg, sp *= g->in[s];
+  float *t = malloc((size_t)(g->n_out * sp * g->cg) * sizeof *t);
+  if (!t) return NULL; /* the strided im2col still works */
+  for (int64_t p = 0; p < sp; p++) {
+    int64_t src = 0;
+    for (int64_t s = g->n_sp - 1, q = p; s >= 0; s--) src += q % g->in[s] * g->ls[s], q /= g->in[s];
+    for (int64_t n = 0; n < g->n_out; n++) { /* the batch's neighbours share cache lines */
+      const float *from = lhs + n * g->ls_n + src;
+      float *to = t + (n * sp + p) * g->cg;
+      for (int64_t i = 0; i < g->cg; i++) to[i] = from[i * g->ls_c];
+    }
+  }
+  for (int s = 0; s < g->n_sp; s++) g->ls[s] = ls[s];
+  g->ls_n = sp * g->cg, g->ls_c = 1;
+  return t;
+}
+
 /* One im2col and sgemm per chunk of rows over the whole batch (not per
  * batch element: the weight gradients' 9-row GEMMs were 10x slower so).
  * The sgemm writes straight into an NHWC-like result, else through res. */
-static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, const float *rhs,
+static kiln_status kir_conv_gemm(const kiln_conv_geom *geom, const float *lhs, const float *rhs,
                                  float *out, const int64_t *roff) {
+  kiln_conv_geom packed = *geom, *g = &packed;
+  float *lhs_packed = kir_conv_lhs_packed(g, lhs);
+  if (lhs_packed) lhs = lhs_packed;
   int64_t W = g->win_total, cg = g->cg, kd = kiln_conv_kd(g), m = g->out_total, nn = g->opg;
   int64_t rows = g->n_out * m, chunk = kir_conv_chunk_rows(rows, kd);
   int64_t *loff = malloc((size_t)(m * W + m) * sizeof *loff);
@@ -185,6 +214,7 @@ static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, cons
   if (!loff || !buf) {
     free(loff);
     free(buf);
+    free(lhs_packed);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "conv_general_dilated: out of host memory");
   }
   int64_t *ooff = loff + m * W;
@@ -199,7 +229,9 @@ static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, cons
       for (int64_t i = 0; i < cg; i++) {
         const float *src = rhs + grp * g->opg * g->rs_o + i * g->rs_i + roff[k];
         float *dst = w + (k * cg + i) * nn;
-        for (int64_t j = 0; j < nn; j++) dst[j] = src[j * g->rs_o];
+        if (g->rs_o == 1) memcpy(dst, src, (size_t)nn * sizeof *dst);
+        else
+          for (int64_t j = 0; j < nn; j++) dst[j] = src[j * g->rs_o];
       }
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       int64_t rc = rows - r0 < chunk ? rows - r0 : chunk;
@@ -215,6 +247,7 @@ static kiln_status kir_conv_gemm(const kiln_conv_geom *g, const float *lhs, cons
   }
   free(loff);
   free(buf);
+  free(lhs_packed);
   return KILN_OK;
 }
 
