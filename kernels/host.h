@@ -82,6 +82,8 @@ KILN_FN float kiln_vrnd_bf16(float x) {
 KILN_FN float kiln_vadd_bf16(float a, float b) { return kiln_vrnd_bf16(a + b); }
 KILN_FN float kiln_vmul_bf16(float a, float b) { return kiln_vrnd_bf16(a * b); }
 KILN_FN kiln_half kiln_vf2bh(float x) { return (kiln_half)(kiln_f32_bits(kiln_vrnd_bf16(x)) >> 16); }
+/* The bits of a value kiln_rnd_bf16 returned (the emitter's stores). */
+KILN_FN kiln_half kiln_bf16_top(float x) { return (kiln_half)(kiln_f32_bits(x) >> 16); }
 #define kiln_rnd_bf16 kiln_vrnd_bf16
 #define kiln_add_bf16 kiln_vadd_bf16
 #define kiln_mul_bf16 kiln_vmul_bf16
