@@ -944,6 +944,28 @@ TEST(CodegenElementwise, HalfCopiesKeepEveryBit) {
   checks.Add(std::move(p), std::move(g), in, Tol(), "half copies");
 }
 
+// f32 -> bf16 bit for bit (the C target's vector rounding, kernels/host.h):
+// ties to even, carries into the exponent and to inf, NaNs of either sign
+// with payload only in the low bits, a bf16 sum and product rounded alike.
+TEST(CodegenElementwise, Bf16RoundingBitForBit) {
+  Checks checks;
+  Program p = Parse(R"({ lambda ; a:f32[24]. let
+      b:bf16[24] = convert_element_type[new_dtype=bfloat16 weak_type=False] a
+      c:u16[24] = bitcast_convert_type[new_dtype=uint16] b
+      d:bf16[24] = add b b
+      e:bf16[24] = mul d b
+      f:u16[24] = bitcast_convert_type[new_dtype=uint16] e
+    in (c, f) })");
+  ASSERT_TRUE(p);
+  std::vector<Buf> in = Inputs(p.get(), 91);
+  const uint64_t bits[] = {0x3f808000, 0x3f818000, 0x3f80ffff, 0x3f807fff, 0xbf808000,
+                           0x7f7fffff, 0x7f7f8000, 0x7f7f7fff, 0xff7f8000, 0x7f800000,
+                           0xff800000, 0x7f800001, 0xff800001, 0x7fffffff, 0xffc00001,
+                           0x7fbfffff, 0x80000000, 0x00000000, 0x3b808000, 0x477fe000};
+  for (int64_t i = 0; i < (int64_t)(sizeof bits / sizeof bits[0]); i++) in[0].SetBits(i, bits[i]);
+  checks.Add(std::move(p), KFUSE_LOOP, in, Tol(), "bf16 rounding");
+}
+
 // Eight primitives in a chain, in f32 and in bf16 (every step rounded).
 TEST(CodegenElementwise, EightOpChain) {
   Checks checks;
@@ -1359,11 +1381,16 @@ TEST(CodegenRow, SoftmaxRowsOfManyLengths) {
     EXPECT_EQ(k->n_items, rows);
     EXPECT_EQ(k->row_length, len);
   }
-  // bf16 rows: every step rounded
-  Program p = Parse(Softmax(3, 77, "bf16"));
-  ASSERT_TRUE(p);
-  std::vector<Buf> in = Inputs(p.get(), 77);
-  checks.Add(std::move(p), KFUSE_ROW, in, Tol::Reductions(), "softmax bf16");
+  // bf16 rows: every step rounded; on the C target the bulk of a row runs
+  // over KILN_ROW_LANES accumulators and the rest (77 = 64 + 13, 1000 =
+  // 992 + 8) over one
+  for (int64_t len : {77, 1000}) {
+    Program p = Parse(Softmax(3, len, "bf16"));
+    ASSERT_TRUE(p);
+    std::vector<Buf> in = Inputs(p.get(), (uint64_t)len);
+    checks.Add(std::move(p), KFUSE_ROW, in, Tol::Reductions(),
+               "softmax bf16 L=" + std::to_string(len));
+  }
 }
 
 TEST(CodegenRow, LayerNormWithPerRowOutputs) {

@@ -264,6 +264,7 @@ struct kcg_ctx {
   int *def;           /* equation index of a var defined in the group, else -1 */
   int *reduce_set;    /* per equation: its reduction set, or -1 */
   bool *cacheable;    /* ROW: kept on chip between passes */
+  bool *bf16_rounded; /* C target: a bf16 value kiln_rnd_bf16 made, stored without a second rounding */
   kcg_row_cache *cache;
   bool *arg_used;     /* per slot: read or written by the kernel */
   bool *arg_at_item;  /* per slot: read at the work item's own index */

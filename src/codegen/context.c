@@ -174,11 +174,12 @@ kiln_status kcg_ctx_init(kcg_ctx *c, const kir_program *p, const kfuse_group *g,
   c->def = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
   c->reduce_set = malloc(sizeof(int) * (size_t)(ne ? ne : 1));
   c->cacheable = calloc((size_t)(nv ? nv : 1), sizeof(bool));
+  c->bf16_rounded = calloc((size_t)(nv ? nv : 1), sizeof(bool));
   c->cache = calloc((size_t)(nv ? nv : 1), sizeof(kcg_row_cache));
   c->arg_used = calloc((size_t)(na ? na : 1), sizeof(bool));
   c->arg_at_item = calloc((size_t)(na ? na : 1), sizeof(bool));
-  if (!c->arg || !c->def || !c->reduce_set || !c->cacheable || !c->cache || !c->arg_used ||
-      !c->arg_at_item)
+  if (!c->arg || !c->def || !c->reduce_set || !c->cacheable || !c->bf16_rounded || !c->cache ||
+      !c->arg_used || !c->arg_at_item)
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcg_emit: out of host memory");
   for (int v = 0; v < nv; v++) c->arg[v] = c->def[v] = -1;
   for (int e = 0; e < ne; e++) c->reduce_set[e] = -1;
@@ -206,6 +207,7 @@ void kcg_ctx_free(kcg_ctx *c) {
   free(c->def);
   free(c->reduce_set);
   free(c->cacheable);
+  free(c->bf16_rounded);
   free(c->cache);
   free(c->arg_used);
   free(c->arg_at_item);

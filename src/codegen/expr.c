@@ -150,7 +150,9 @@ void kcg_store_to(kcg_ctx *c, int slot, kir_vid v, int ix, const char *dest) {
     stored = raw.expr;
   } else {
     x = kcg_value(c, v, ix);
-    stored = kcg_to_storage(c, d, x.expr);
+    /* kiln_f2bh(kiln_rnd_bf16(y)) is kiln_f2bh(y): the value's top half */
+    stored = c->bf16_rounded[v] ? kcg_strf(c, "kiln_bf16_top(%s)", x.expr)
+                                : kcg_to_storage(c, d, x.expr);
   }
   kcg_term lin = kcg_index_lin(c, ix);
   if (c->st != KILN_OK) return;

@@ -196,6 +196,7 @@ kcg_term kcg_eqn_elementwise(kcg_ctx *c, const kir_eqn *e, kir_vid v, int ix) {
   kiln_dtype rd = kir_var_aval(c->p, v)->dtype;
   const char *x = kcg_elementwise(c, e, in, &exact);
   if (exact && x == in[0].expr) return in[0]; /* a conversion that changes nothing */
+  c->bf16_rounded[v] = !exact && rd == KILN_BF16 && c->t.target == KCG_TARGET_C;
   return kcg_local(c, rd, scope, exact ? x : kcg_round_to(c, rd, x));
 }
 

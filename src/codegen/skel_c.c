@@ -13,6 +13,8 @@
  * KCG_C_MIN_ROW elements and there are at least KCG_C_MIN_ROWS of them. */
 #define KCG_C_MIN_ROW 16
 #define KCG_C_MIN_ROWS 32
+/* KILN_ROW_LANES of kernels/host.h: a ROW pass's accumulators. */
+#define KCG_C_ROW_LANES 32
 
 /* A REDUCE group of one reduction set over contiguous elements (a full
  * reduction, or a few long rows) splits each item into shares of about
@@ -59,11 +61,29 @@ static int kcg_c_row_loop(kcg_ctx *c, const kcg_c_row *row, int parent, int ix, 
       j, row->cache ? j : NULL, row->length);
 }
 
-/* A pass over the row: KILN_LANES accumulators over the bulk of it, one for
- * the rest. */
+/* KILN_ROW_LANES accumulators per reducer (kernels/host.h), or one. */
+static void kcg_c_row_acc_declare(kcg_ctx *c, int scope, const kcg_reducer *r, int n, bool lanes,
+                                  const char **acc) {
+  if (!lanes) {
+    kcg_acc_declare(c, scope, r, n, false, acc);
+    return;
+  }
+  for (int k = 0; k < n; k++) {
+    acc[k] = kcg_fresh(c, "acc");
+    kcg_line(c, scope, "%s %s[KILN_ROW_LANES];", r[k].ctype, acc[k]);
+    kcg_line(c, scope, "for (int l = 0; l < KILN_ROW_LANES; ++l) %s[l] = %s;", acc[k],
+             r[k].identity);
+    kcg_helper(c, kcg_strf(c, "KILN_DEFINE_ROW_LANES_REDUCE(%s, %s, %s)", r[k].name, r[k].ctype,
+                           r[k].combine));
+  }
+}
+
+/* A pass over the row: KILN_ROW_LANES accumulators over the bulk of it, one
+ * for the rest. */
 static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
   kcg_c_row *row = c->skel;
-  int64_t len = row->length, main = len >= 2 * KCG_LANES ? len - len % KCG_LANES : 0;
+  int64_t len = row->length;
+  int64_t main = len >= 2 * KCG_C_ROW_LANES ? len - len % KCG_C_ROW_LANES : 0;
   int scope = kcg_index_scope(c, ix), oix[KCG_MAX_SET];
   kcg_reducer r[KCG_MAX_SET];
   const char *acc[KCG_MAX_SET];
@@ -71,14 +91,14 @@ static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
   int saved_pass = c->pass;
   c->pass = c->next_name++;
   kcg_reducers(c, eqns, n, r);
-  kcg_acc_declare(c, scope, r, n, main > 0, acc);
+  kcg_c_row_acc_declare(c, scope, r, n, main > 0, acc);
   if (main > 0) {
     const char *jb = kcg_fresh(c, "jb"), *l = kcg_fresh(c, "l"), *j = kcg_fresh(c, "j");
     int s = kcg_row_loop_open(
         c, scope, ix, base,
         kcg_strf(c,
-                 "for (kiln_i64 %s = 0; %s < %lld; %s += KILN_LANES) {\n"
-                 "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
+                 "for (kiln_i64 %s = 0; %s < %lld; %s += KILN_ROW_LANES) {\n"
+                 "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_ROW_LANES; ++%s) {\n"
                  "    const kiln_i64 %s = %s + %s;",
                  jb, jb, (long long)main, jb, l, l, l, j, jb, l),
         j, row->cache ? j : NULL, len);
@@ -99,7 +119,7 @@ static void kcg_c_row_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
   c->pass = saved_pass;
   for (int k = 0; k < n; k++)
     out[k] = kcg_acc_result(
-        c, scope, &r[k], main > 0 ? kcg_strf(c, "kiln_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);
+        c, scope, &r[k], main > 0 ? kcg_strf(c, "kiln_row_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);
 }
 
 /* The row length of a LOOP group's nested form, or 0 for the flat one: all
