@@ -1,10 +1,30 @@
 /* A fixed pool of worker threads that splits a range of work items into
  * contiguous chunks, one per thread: the C target's "grid". The caller's
- * thread takes the first chunk, so a pool of one thread runs inline. */
+ * thread takes the first chunk, so a pool of one thread runs inline.
+ *
+ * Waking a sleeping thread through a condition variable costs tens of
+ * microseconds here (measured: splitting a 65,536-element add over two
+ * threads took 30 us against 14 us on one), and a program's kernels come
+ * back to back. So a worker that has finished a chunk, and the caller
+ * waiting for the workers, first spin for about KCPU_SPIN_ITERS pauses on
+ * the job counters before they sleep; the mutex and condition variables
+ * remain the way to sleep and to wake, so no wake-up is lost. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
+
+/* About 50 us of pause instructions on current x86 cores. */
+#define KCPU_SPIN_ITERS 2048
+
+static inline void kcpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 struct kcpu_pool {
   int n_threads; /* workers + the caller */
@@ -12,15 +32,16 @@ struct kcpu_pool {
   pthread_mutex_t mu;
   pthread_cond_t work, done;
   pthread_mutex_t run_mu; /* one parallel_for at a time */
-  /* The job in flight. */
+  /* The job in flight: written before generation moves (release), read
+   * after it is seen to move (acquire). */
   kcpu_range_fn fn;
   void *user;
   int64_t begin, end;
-  uint64_t generation;
-  int pending;
+  _Atomic uint64_t generation;
+  _Atomic int pending;
   kiln_status status;
   char error[512];
-  bool stop;
+  _Atomic bool stop;
 };
 
 /* Chunk k of n over [begin, end): balanced, contiguous. */
@@ -46,22 +67,26 @@ static void *kcpu_worker(void *arg) {
   free(arg);
   uint64_t seen = 0;
   for (;;) {
-    pthread_mutex_lock(&p->mu);
-    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work, &p->mu);
-    if (p->stop) {
+    for (int i = 0; i < KCPU_SPIN_ITERS && !atomic_load(&p->stop) &&
+                    atomic_load_explicit(&p->generation, memory_order_acquire) == seen;
+         i++)
+      kcpu_relax();
+    if (atomic_load_explicit(&p->generation, memory_order_acquire) == seen) {
+      pthread_mutex_lock(&p->mu);
+      while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen)
+        pthread_cond_wait(&p->work, &p->mu);
       pthread_mutex_unlock(&p->mu);
-      return NULL;
     }
-    seen = p->generation;
-    kcpu_range_fn fn = p->fn;
-    void *user = p->user;
+    if (atomic_load(&p->stop)) return NULL;
+    seen = atomic_load_explicit(&p->generation, memory_order_acquire);
     int64_t lo, hi;
     kcpu_chunk(p->begin, p->end, k, p->n_threads, &lo, &hi);
-    pthread_mutex_unlock(&p->mu);
-    if (lo < hi) kcpu_pool_record(p, fn(user, lo, hi));
-    pthread_mutex_lock(&p->mu);
-    if (--p->pending == 0) pthread_cond_signal(&p->done);
-    pthread_mutex_unlock(&p->mu);
+    if (lo < hi) kcpu_pool_record(p, p->fn(p->user, lo, hi));
+    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&p->mu); /* the caller may be asleep on done */
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
 }
 
@@ -99,7 +124,7 @@ kiln_status kcpu_pool_new(int n_threads, kcpu_pool **out) {
 void kcpu_pool_free(kcpu_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
-  p->stop = true;
+  atomic_store(&p->stop, true);
   pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->mu);
   for (int k = 1; p->workers && k < p->n_threads; k++) pthread_join(p->workers[k], NULL);
@@ -125,16 +150,17 @@ kiln_status kcpu_pool_parallel_for(kcpu_pool *p, int64_t begin, int64_t end, int
   p->user = user;
   p->begin = begin;
   p->end = end;
-  p->pending = p->n_threads - 1;
   p->status = KILN_OK;
-  p->generation++;
+  atomic_store(&p->pending, p->n_threads - 1);
+  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
   pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->mu);
   int64_t lo, hi;
   kcpu_chunk(begin, end, 0, p->n_threads, &lo, &hi);
   if (lo < hi) kcpu_pool_record(p, fn(user, lo, hi));
+  for (int i = 0; i < KCPU_SPIN_ITERS && atomic_load(&p->pending) > 0; i++) kcpu_relax();
   pthread_mutex_lock(&p->mu);
-  while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+  while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
   kiln_status st = p->status;
   if (st) kcore_fail(st, "%s", p->error);
   pthread_mutex_unlock(&p->mu);
