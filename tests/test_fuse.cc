@@ -103,8 +103,15 @@ kfuse_class Class(const kir_program *p, int eqn) { return kfuse_classify(p, &p->
 struct Facts {
   std::vector<int> group_of;              // per equation
   std::vector<std::vector<int>> readers;  // per var: reading equations
+  std::vector<std::vector<int>> users;    // per var: grouped equations reading it or an alias of it
+  std::vector<kir_vid> root;              // per var: itself, or an alias's first operand
   std::vector<bool> outvar, written;
 };
+
+// A reshape, squeeze or expand_dims in no group: fuse.h's alias.
+bool AliasPrim(kir_prim prim) {
+  return prim == KIR_PRIM_RESHAPE || prim == KIR_PRIM_SQUEEZE || prim == KIR_PRIM_EXPAND_DIMS;
+}
 
 Facts Gather(const kir_program *p, const kfuse_plan *plan) {
   Facts f;
@@ -123,18 +130,32 @@ Facts Gather(const kir_program *p, const kfuse_plan *plan) {
     }
     for (int i = 0; i < g.n_out; i++) f.written[g.out[i]] = true;
   }
-  for (int e = 0; e < p->n_eqns; e++) {
-    EXPECT_GE(f.group_of[e], 0) << "equation " << e << " in no group";
-    for (int k = 0; k < p->eqns[e].n_in; k++) f.readers[p->eqns[e].in[k]].push_back(e);
-  }
   for (int k = 0; k < p->n_outvars; k++) f.outvar[p->outvars[k]] = true;
+  f.users.resize(p->n_vars);
+  f.root.resize(p->n_vars);
+  for (kir_vid v = 0; v < p->n_vars; v++) f.root[v] = v;
+  for (int e = 0; e < p->n_eqns; e++) {
+    const kir_eqn &q = p->eqns[e];
+    for (int k = 0; k < q.n_in; k++) f.readers[q.in[k]].push_back(e);
+    if (f.group_of[e] >= 0) {
+      for (int k = 0; k < q.n_in; k++) f.users[f.root[q.in[k]]].push_back(e);
+      continue;
+    }
+    kir_var_kind in = p->vars[q.in[0]].kind;
+    EXPECT_TRUE(AliasPrim(q.prim) && in != KIR_VAR_CONSTVAR && in != KIR_VAR_LITERAL &&
+                !f.outvar[q.out[0]])
+        << "equation " << e << " (" << kir_prim_name(q.prim) << ") in no group";
+    f.root[q.out[0]] = f.root[q.in[0]];
+  }
   return f;
 }
 
-// The last group reading v, at least `from`.
+bool IsAlias(const Facts &f, kir_vid v) { return f.root[v] != v; }
+
+// The last group reading v or an alias of it, at least `from`.
 int LastRead(const Facts &f, kir_vid v, int from) {
   int end = from;
-  for (int r : f.readers[v]) end = std::max(end, f.group_of[r]);
+  for (int r : f.users[v]) end = std::max(end, f.group_of[r]);
   return end;
 }
 
@@ -150,8 +171,10 @@ void CheckInOut(const kir_program *p, const kfuse_plan *plan, const Facts &f, in
       if ((var.kind == KIR_VAR_EQN && f.group_of[var.eqn] == gi) || !seen.insert(v).second)
         continue;
       (var.kind == KIR_VAR_LITERAL ? literals : arrays).push_back(v);
-      if (var.kind == KIR_VAR_EQN) {  // topological, and materialised by its group
-        int src = f.group_of[var.eqn];
+      const kir_var &home = p->vars[f.root[v]];
+      if (home.kind == KIR_VAR_EQN) {  // topological, and materialised by its group
+        int src = f.group_of[home.eqn];
+        v = f.root[v];
         EXPECT_LT(src, gi) << "group " << gi << " reads v" << v << " of a later group";
         const kfuse_group &sg = plan->groups[src];
         EXPECT_TRUE(std::find(sg.out, sg.out + sg.n_out, v) != sg.out + sg.n_out)
@@ -253,7 +276,10 @@ void CheckPlaces(const kir_program *p, const kfuse_plan *plan, const Facts &f) {
     int first_out = -1;
     for (int k = p->n_outvars - 1; k >= 0; k--)
       if (p->outvars[k] == v) first_out = k;
-    if (var.kind == KIR_VAR_INVAR) {
+    if (IsAlias(f, v)) {
+      EXPECT_EQ(pl.home, plan->places[f.root[v]].home) << "alias v" << v;
+      EXPECT_EQ(pl.index, plan->places[f.root[v]].index) << "alias v" << v;
+    } else if (var.kind == KIR_VAR_INVAR) {
       EXPECT_EQ(pl.home, KFUSE_HOME_INPUT);
       EXPECT_EQ(p->invars[pl.index], v);
     } else if (var.kind == KIR_VAR_CONSTVAR || var.kind == KIR_VAR_LITERAL) {
@@ -276,7 +302,7 @@ size_t Bytes(const kir_aval &a) { return (size_t)kir_aval_size(&a) * kiln_dtype_
 void CheckSlots(const kir_program *p, const kfuse_plan *plan, const Facts &f) {
   std::vector<std::vector<kir_vid>> members(plan->n_slots);
   for (kir_vid v = 0; v < p->n_vars; v++) {
-    if (plan->places[v].home != KFUSE_HOME_SLOT) continue;
+    if (plan->places[v].home != KFUSE_HOME_SLOT || IsAlias(f, v)) continue;
     ASSERT_GE(plan->places[v].index, 0);
     ASSERT_LT(plan->places[v].index, plan->n_slots);
     members[plan->places[v].index].push_back(v);
@@ -327,9 +353,13 @@ void CheckPlan(const kir_program *p, const kfuse_plan *plan, const kfuse_options
                const bool *donated = nullptr) {
   Facts f = Gather(p, plan);
   if (::testing::Test::HasFailure()) return;
-  if (!o.fuse) {
-    ASSERT_EQ(plan->n_groups, p->n_eqns);
-    for (int i = 0; i < plan->n_groups; i++) EXPECT_EQ(plan->groups[i].eqns[0], i);
+  if (!o.fuse) {  // one group per equation that is no alias, in order
+    int gi = 0;
+    for (int e = 0; e < p->n_eqns; e++)
+      if (f.group_of[e] >= 0) {
+        EXPECT_EQ(f.group_of[e], gi++);
+      }
+    ASSERT_EQ(plan->n_groups, gi);
   }
   int last_effect = -1;
   for (int e = 0; e < p->n_eqns; e++) {
@@ -684,6 +714,62 @@ TEST(FuseReduce, ProducerValueUsedElsewhereIsMaterialised) {
 }
 
 const char *kMatmul = "dimension_numbers=(([1], [0]), ([], [])) preferred_element_type=None";
+
+// A reshape, squeeze or expand_dims alone in its group runs nothing: its
+// result is its operand's bytes in place (pmap's squeeze of a parameter
+// before a matmul, a reshape between two opaque steps).
+TEST(FuseAlias, ALoneReshapeTakesItsOperandsPlace) {
+  {  // of an input, read by a matmul
+    Builder b;
+    kir_vid x = b.In("f32[1,4,16]"), w = b.In("f32[16,8]");
+    kir_vid sq = b.Op("squeeze", {x}, "dimensions=(0,)");
+    kir_vid d = b.Op("dot_general", {sq, w}, kMatmul);
+    b.Out({d});
+    Plan plan = Build(b);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(Shape(b.get(), plan.get()), "DOT(dot_general)");
+    EXPECT_EQ(plan->places[sq].home, KFUSE_HOME_INPUT);
+    EXPECT_EQ(plan->places[sq].index, 0);
+  }
+  {  // a chain over a temporary, which lives until the chain's last reader
+    Builder b;
+    kir_vid x = b.In("f32[4,8]");
+    kir_vid e = b.Op("exp", {x});
+    kir_vid srt = b.Op("sort", {e}, "dimension=1 is_stable=True num_keys=1");
+    kir_vid r = b.Op("expand_dims", {b.Op("reshape", {e}, "new_sizes=(32,)")}, "dimensions=(0,)");
+    kir_vid s2 = b.Op("sort", {r}, "dimension=1 is_stable=True num_keys=1");
+    b.Out({srt, s2});
+    Plan plan = Build(b);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(Shape(b.get(), plan.get()), "LOOP(exp) OPAQUE(sort) OPAQUE(sort)");
+    ASSERT_EQ(plan->places[r].home, KFUSE_HOME_SLOT);
+    EXPECT_EQ(plan->places[r].index, plan->places[e].index);
+  }
+  {  // a result the program returns is written to its own buffer
+    Builder b;
+    kir_vid x = b.In("f32[4,8]");
+    kir_vid r = b.Op("reshape", {x}, "new_sizes=(32,)");
+    b.Out({r});
+    Plan plan = Build(b);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(Shape(b.get(), plan.get()), "LOOP(reshape)");
+    EXPECT_EQ(plan->places[r].home, KFUSE_HOME_OUTPUT);
+  }
+  {  // an input donated to an output is not taken while an alias is still read
+    Builder b;
+    kir_vid x = b.In("f32[64]"), w = b.In("f32[16,4]");
+    kir_vid n = b.Op("neg", {x});
+    kir_vid r = b.Op("reshape", {x}, "new_sizes=(4, 16)");
+    kir_vid d = b.Op("dot_general", {r, w}, kMatmul);
+    b.Out({n, d});
+    bool donated[2] = {true, false};
+    Plan plan = Build(b.get(), Defaults(), donated);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->places[r].home, KFUSE_HOME_INPUT);
+    int made = GroupOf(plan.get(), n, b.get()), read = GroupOf(plan.get(), d, b.get());
+    EXPECT_EQ(plan->output_donor[0], made > read ? 0 : -1);
+  }
+}
 
 TEST(FuseDot, BiasAndReluJoinTheDot) {
   Builder b;

@@ -110,8 +110,14 @@
  * names a donated invar of the same dtype and shape whose buffer program
  * output k may take: the invar is not itself an output, is read by no group
  * at or after the one producing output k, and donates to one output only.
- * Not done: donated inputs do not serve as slots for temporaries, and a
- * reshape is a copy (LOOP), never an alias of its operand's buffer. */
+ * Aliases: a LOOP group of reshapes, squeezes and expand_dims only, with
+ * one operand that is no constant or literal and one result that is no
+ * program output, runs nothing: the group is dropped (its equations are in
+ * no group) and each of their results takes its operand's place (the same
+ * bytes in the same row-major order), the operand living until the last
+ * reader of any alias of it. Fused with other work, a reshape stays an
+ * index map. Not done: donated inputs do not serve as slots for
+ * temporaries. */
 #ifndef KILN_SRC_FUSE_H
 #define KILN_SRC_FUSE_H
 

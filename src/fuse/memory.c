@@ -1,7 +1,9 @@
 /* The memory planner: a place for every var, slots for the values that
  * cross group boundaries (shared when their lives do not overlap, greedy by
- * size, best fit), one aligned arena for the slots, and the donated inputs
- * whose buffers program outputs may take. */
+ * size, best fit), one aligned arena for the slots, the donated inputs
+ * whose buffers program outputs may take, and aliases: a reshape alone in
+ * its group reads the same bytes in the same order as its result, so it
+ * runs no kernel and its result lives where its operand does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +31,38 @@ static kiln_status kfuse_oom(void) {
   return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kfuse_plan_build: out of memory (memory plan)");
 }
 
-/* Places of inputs, constants, outputs; SLOT (index -1 for now) for the
- * other written values. */
+/* Whether group g only renames its one operand's row-major bytes: a LOOP
+ * of reshapes, squeezes and expand_dims over a value that has a buffer to
+ * share (not a constant or literal: their places are per var), whose result
+ * is no program output (outputs are written to their own buffers). */
+static bool kfuse_alias_group(const kir_program *p, const kfuse_group *g) {
+  if (g->kind != KFUSE_LOOP || g->n_in != 1 || g->n_out != 1) return false;
+  for (int i = 0; i < g->n_eqns; i++) {
+    kir_prim prim = p->eqns[g->eqns[i]].prim;
+    if (prim != KIR_PRIM_RESHAPE && prim != KIR_PRIM_SQUEEZE && prim != KIR_PRIM_EXPAND_DIMS)
+      return false;
+  }
+  kir_var_kind k = p->vars[g->in[0]].kind;
+  if (k == KIR_VAR_CONSTVAR || k == KIR_VAR_LITERAL) return false;
+  for (int o = 0; o < p->n_outvars; o++)
+    if (p->outvars[o] == g->out[0]) return false;
+  return true;
+}
+
+/* Drops the alias groups; their equations are left in no group. */
+static void kfuse_drop_aliases(const kir_program *p, kfuse_plan *plan) {
+  int kept = 0;
+  for (int gi = 0; gi < plan->n_groups; gi++) {
+    kfuse_group *g = &plan->groups[gi];
+    if (kfuse_alias_group(p, g)) {
+      free(g->eqns), free(g->in), free(g->out);
+      continue;
+    }
+    plan->groups[kept++] = *g;
+  }
+  plan->n_groups = kept;
+}
+
 static void kfuse_assign_homes(kfuse_mem *m) {
   const kir_program *p = m->p;
   kfuse_place *pl = m->plan->places;
@@ -50,6 +82,8 @@ static void kfuse_assign_homes(kfuse_mem *m) {
   }
 }
 
+/* An alias's readers read its operand: they extend the operand's life
+ * (last to first, so chains of aliases reach their first operand). */
 static void kfuse_find_last_reads(kfuse_mem *m) {
   const kir_program *p = m->p;
   for (kir_vid v = 0; v < p->n_vars; v++) m->last_read[v] = -1;
@@ -58,6 +92,19 @@ static void kfuse_find_last_reads(kfuse_mem *m) {
       kir_vid v = p->eqns[i].in[k];
       if (m->group_of[i] > m->last_read[v]) m->last_read[v] = m->group_of[i];
     }
+  for (int i = p->n_eqns - 1; i >= 0; i--) {
+    if (m->group_of[i] >= 0) continue; /* an alias group's equation */
+    kir_vid u = p->eqns[i].in[0], v = p->eqns[i].out[0];
+    if (m->last_read[v] > m->last_read[u]) m->last_read[u] = m->last_read[v];
+  }
+}
+
+/* Each alias takes its operand's place, first to last along chains. */
+static void kfuse_place_aliases(kfuse_mem *m) {
+  const kir_program *p = m->p;
+  for (int i = 0; i < p->n_eqns; i++)
+    if (m->group_of[i] < 0)
+      m->plan->places[p->eqns[i].out[0]] = m->plan->places[p->eqns[i].in[0]];
 }
 
 /* Lives of the SLOT values: from the producing group to the last reader. */
@@ -177,6 +224,8 @@ kiln_status kfuse_memory_plan(const kir_program *p, const bool *donated, kfuse_p
     st = kfuse_oom();
     goto done;
   }
+  kfuse_drop_aliases(p, plan);
+  for (int i = 0; i < p->n_eqns; i++) m.group_of[i] = -1;
   for (int gi = 0; gi < plan->n_groups; gi++) {
     const kfuse_group *g = &plan->groups[gi];
     for (int i = 0; i < g->n_eqns; i++) m.group_of[g->eqns[i]] = gi;
@@ -186,6 +235,7 @@ kiln_status kfuse_memory_plan(const kir_program *p, const bool *donated, kfuse_p
   kfuse_find_last_reads(&m);
   st = kfuse_collect_lives(&m);
   if (st == KILN_OK) st = kfuse_assign_slots(&m);
+  if (st == KILN_OK) kfuse_place_aliases(&m);
   if (st == KILN_OK) st = kfuse_donate(&m, donated);
 done:
   free(m.group_of);
