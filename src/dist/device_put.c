@@ -1,5 +1,6 @@
 /* jax.device_put with a sharding: host data split into per-device shards,
  * or a device array moved and resharded device to device. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include "dist/dist.h"
 
@@ -75,6 +76,33 @@ static kiln_status kdist_fill_gather(void *user, kiln_array *shard, const kdev_b
   return kdev_gather(user, shard, blk);
 }
 
+/* As jax.device_put to an equivalent sharding: when s puts the same block
+ * of a on the same device as a's own sharding does, shard for shard (the
+ * same layout under other mesh axis names, such as kiln_replicate's and a
+ * pmap's), *out is a new array over a's buffers carrying s; no copy. */
+static kiln_status kdist_relabel(const char *op, kiln_array *a, const kiln_sharding *s,
+                                 bool *same, kiln_array **out) {
+  kdist_layout l;
+  *same = false;
+  if (kiln_sharding_device_count(s) != a->shards->count ||
+      kdist_layout_new(op, s, a->rank, a->shape, &l)) {
+    kiln_clear_error(); /* a layout s cannot give: not the same, put reports it */
+    return KILN_OK;
+  }
+  bool eq = true;
+  for (int64_t i = 0; eq && i < l.count; i++) {
+    eq = kiln_sharding_device(s, i) == a->shards->arrays[i]->device;
+    for (int d = 0; eq && d < a->rank; d++)
+      eq = l.blocks[i].start[d] == a->shards->start[i][d] &&
+           l.blocks[i].stop[d] == a->shards->stop[i][d];
+  }
+  kiln_status st = eq ? kdist_wrap_shards(op, s, &l, a->dtype, a->shape, a->shards->arrays, out)
+                      : KILN_OK;
+  kdist_layout_free(&l);
+  *same = eq && !st;
+  return st;
+}
+
 kiln_status kiln_device_put_sharded(kiln_array *a, const kiln_sharding *s, kiln_array **out) {
   static const char op[] = "kiln_device_put_sharded";
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "%s: out is null", op);
@@ -90,5 +118,8 @@ kiln_status kiln_device_put_sharded(kiln_array *a, const kiln_sharding *s, kiln_
     *out = a;
     return KILN_OK;
   }
+  bool same = false;
+  if (have && s->kind == KDIST_NAMED && (st = kdist_relabel(op, a, s, &same, out))) return st;
+  if (same) return KILN_OK;
   return kdist_put(op, s, a->dtype, a->rank, a->shape, kdist_fill_gather, a, out);
 }
