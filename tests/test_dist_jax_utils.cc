@@ -6,6 +6,7 @@
 // assembled into arrays split over the devices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -137,6 +138,48 @@ TEST_F(DistJaxUtils, ReplicateAndUnreplicateMatchFlax) {
   kiln_array_release(ws);
   kiln_sharding_free(all);
   kiln_mesh_free(mesh);
+  kiln_tree_free(rep);
+  kiln_tree_free(tree);
+}
+
+// kiln_replicate's layout put on a pmap's sharding (axis "data" over the
+// same devices, split along axis 0) is the same blocks on the same devices:
+// the result shares the replicas' buffers and carries the new sharding.
+// Over the devices in another order it is a real move, with equal values.
+TEST_F(DistJaxUtils, ReplicasPutOnAnEquivalentShardingAreNotCopied) {
+  kiln_tree *tree = ReplicaTree(), *rep = nullptr;
+  ASSERT_EQ(kiln_replicate(ctx_, tree, 0, nullptr, &rep), KILN_OK) << kiln_last_error();
+  kiln_array *w = kiln_tree_leaf_array(kiln_tree_get(rep, "w"));
+  std::vector<kiln_device *> order;
+  for (int i = 0; i < n_; i++) order.push_back(Dev(i));
+  kiln_pspec *spec = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("data", &spec), KILN_OK);
+  for (bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "devices reversed" : "same devices");
+    std::vector<kiln_device *> devs(order);
+    if (reversed) std::reverse(devs.begin(), devs.end());
+    kiln_mesh *mesh = Mesh({(int64_t)n_}, {"data"}, devs.data());
+    kiln_sharding *s = nullptr, *got = nullptr;
+    ASSERT_EQ(kiln_sharding_named(mesh, spec, &s), KILN_OK) << kiln_last_error();
+    kiln_array *moved = nullptr;
+    ASSERT_EQ(kiln_device_put_sharded(w, s, &moved), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_array_sharding(moved, &got), KILN_OK);
+    EXPECT_TRUE(kiln_sharding_equal(got, s));
+    for (int64_t i = 0; i < n_; i++) {
+      kiln_array *a = nullptr, *b = nullptr;
+      ASSERT_EQ(kiln_array_shard(w, i, &a, nullptr, nullptr), KILN_OK);
+      ASSERT_EQ(kiln_array_shard(moved, i, &b, nullptr, nullptr), KILN_OK);
+      EXPECT_EQ(a == b, !reversed) << "shard " << i;
+      kiln_array_release(a);
+      kiln_array_release(b);
+    }
+    EXPECT_EQ(Values(moved), Values(w));
+    kiln_array_release(moved);
+    kiln_sharding_free(got);
+    kiln_sharding_free(s);
+    kiln_mesh_free(mesh);
+  }
+  kiln_pspec_free(spec);
   kiln_tree_free(rep);
   kiln_tree_free(tree);
 }
