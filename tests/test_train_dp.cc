@@ -73,6 +73,44 @@ TEST_F(TrainDp, TwoDevicesMatchOneDeviceAndJaxShardMap) {
   EXPECT_EQ(s2.test_accuracy, s1.test_accuracy);
 }
 
+// The batches come through kiln_prefetch and the state is replicated with
+// kiln_replicate: the curve does not depend on how far ahead the
+// prefetcher runs, a run stopped mid-epoch and resumed from its checkpoint
+// (saved unreplicated, replicated again on restore) continues it step for
+// step, and that checkpoint holds one copy of each parameter, so a
+// one-device run restores it too.
+TEST_F(TrainDp, PrefetchSizesAndResumeKeepTheCurve) {
+  train_config a = dp_config("ring1", 2), b = dp_config("ring3", 2);
+  a.prefetch = 1;
+  b.prefetch = 3;
+  b.max_steps = 7;
+  ASSERT_EQ(train_run(&a, nullptr), KILN_OK) << train_last_error();
+  ASSERT_EQ(train_run(&b, nullptr), KILN_OK) << train_last_error();
+  b.max_steps = 0;
+  b.resume = 1;
+  train_summary sb;
+  ASSERT_EQ(train_run(&b, &sb), KILN_OK) << train_last_error();
+  EXPECT_EQ(sb.resumed_from, 7);
+  EXPECT_EQ(sb.replica_spread, 0.0) << "the devices' parameters differ after the restore";
+  int la = 0, lb = 0;
+  std::map<long, Record> ma = read_metrics(a.out_dir, &la), mb = read_metrics(b.out_dir, &lb);
+  ASSERT_EQ(la, kStepsPerEpoch);
+  ASSERT_EQ(lb, kStepsPerEpoch);
+  for (long k = 1; k <= kStepsPerEpoch; k++) {
+    EXPECT_EQ(mb[k].loss, ma[k].loss) << "step " << k;
+    EXPECT_EQ(mb[k].accuracy, ma[k].accuracy) << "step " << k;
+  }
+  train_config one = dp_config("ring3", 1);  // the same directory, one device
+  one.out_dir = b.out_dir;
+  one.epochs = 2;
+  one.max_steps = kStepsPerEpoch + 1;
+  one.resume = 1;
+  train_summary s1;
+  ASSERT_EQ(train_run(&one, &s1), KILN_OK) << train_last_error();
+  EXPECT_EQ(s1.resumed_from, kStepsPerEpoch);
+  EXPECT_EQ(s1.steps, kStepsPerEpoch + 1);
+}
+
 TEST_F(TrainDp, ABatchThatDoesNotSplitIsRefused) {
   train_config c = dp_config("odd", 3);  // 32 rows over 3 devices
   EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_ARGUMENT);

@@ -1,24 +1,27 @@
-/* Data parallelism as jax.shard_map writes it: params and optimizer state
- * enter replicated (spec P(), every device sees them whole), each batch is
- * split along its first axis (P("data")), and the model's step, with its
- * gradients, loss and accuracy averaged by pmean over "data", runs once per
- * device; the results leave replicated (P(), which the replication check
- * proves: each comes from replicated state and pmean'd values). Batches
+/* Data parallelism as flax's examples write it: params and optimizer
+ * state replicated by kiln_replicate (a leading device axis, copy i on
+ * device i), each batch from kiln_prefetch already split over the devices
+ * ([n, B/n, ...], shard i on device i), and the model's step pmapped over
+ * axis "data": it runs once per device and averages its gradients, loss
+ * and accuracy with pmean over "data"; its results keep the device axis,
+ * laid out as its inputs, so the next step takes them as they are. Batches
  * whose size the device count does not divide are refused by the trainer;
  * it drops the last partial batch of an epoch as the one-device trainer
  * does.
  *
  * Evaluation is flax's pad_shard_unpad(pmap(eval)): params pass through
- * unmapped (static argument 0, in_axes None), x and y are padded with zero
- * rows to a multiple of the device count and split over the devices, and
- * the per-example losses and hits come back cut to the batch, so padded
- * rows never reach the sums. */
+ * (static argument 0; mapped when replicated, else unmapped), x and y are
+ * padded with zero rows to a multiple of the device count and split over
+ * the devices, and the per-example losses and hits come back cut to the
+ * batch, so padded rows never reach the sums. */
 #include "dp.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char kAxis[] = "data";
+
+enum { kMaxDevices = 1024 }; /* the trainer's --devices limit */
 
 /* The context's first n devices, in a new array (free it). */
 static kiln_status first_devices(kiln_ctx *ctx, int n, kiln_device ***out) {
@@ -61,16 +64,6 @@ static kiln_tree *checked_step(kiln_trace *t, const kiln_tree *args, void *user)
   return r;
 }
 
-/* (P(), P(), P(data), P(data)) for the arguments, P() for every result. */
-static kiln_status specs(kiln_tree **ins, kiln_tree **outs, kiln_pspec *ps[2]) {
-  kiln_status s;
-  if ((s = kiln_pspec_parse("", &ps[0])) || (s = kiln_pspec_parse(kAxis, &ps[1]))) return s;
-  *ins = kiln_tree_tuple(4, (kiln_tree *[]){kiln_tree_ptr(ps[0]), kiln_tree_ptr(ps[0]),
-                                            kiln_tree_ptr(ps[1]), kiln_tree_ptr(ps[1])});
-  *outs = kiln_tree_ptr(ps[0]);
-  return *ins && *outs ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
-}
-
 kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replicas,
                         dp_step *out) {
   memset(out, 0, sizeof *out);
@@ -80,58 +73,87 @@ kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replic
   const char *names[1] = {kAxis};
   const int donate[2] = {0, 1};
   const kiln_jit_options opts = {.donate_argnums = donate, .num_donate = 2};
-  kiln_tree *ins = NULL, *outs = NULL;
-  kiln_pspec *ps[2] = {NULL, NULL};
   const kiln_func *body = m->step_f;
-  kiln_device **devs = NULL;
-  kiln_status s = first_devices(ctx, n_devices, &devs);
-  if (!s) s = kiln_mesh_new(ctx, 1, shape, names, devs, &out->mesh);
-  free(devs);
+  kiln_mesh *mesh = NULL;
+  kiln_pspec *split = NULL;
+  kiln_status s = first_devices(ctx, n_devices, &out->devices);
+  if (!s) s = kiln_mesh_new(ctx, 1, shape, names, out->devices, &mesh);
+  if (!s) s = kiln_pspec_parse(kAxis, &split);
+  if (!s) s = kiln_sharding_named(mesh, split, &out->batch);
+  kiln_pspec_free(split);
+  kiln_mesh_free(mesh); /* the sharding keeps it */
   if (!s && check_replicas && !(s = kiln_func_new(checked_step, m, "checked_step", &out->body)))
     body = out->body;
-  if (!s) s = specs(&ins, &outs, ps);
-  if (!s) s = kiln_shard_map(body, out->mesh, ins, outs, 1, &out->sm);
-  if (!s) s = kiln_jit_new(ctx, out->sm, &opts, &out->jit);
-  kiln_tree_free(ins);
-  kiln_tree_free(outs);
-  kiln_pspec_free(ps[0]);
-  kiln_pspec_free(ps[1]);
+  const int in_axes[4] = {0, 0, 0, 0};
+  if (!s) s = kiln_pmap(ctx, body, kAxis, 4, in_axes, 0, n_devices, out->devices, &out->pm);
+  if (!s) s = kiln_jit_new(ctx, out->pm, &opts, &out->jit);
   if (s) dp_step_free(out);
   return s;
 }
 
-static kiln_status put_replicated(const kiln_leaf *const *leaves, size_t n, void *user,
-                                  kiln_leaf *out) {
+/* The n devices' shards of one leaf as one array, shard i on device i. */
+static kiln_status stack_shards(const kiln_leaf *const *leaves, size_t n, void *user,
+                                kiln_leaf *out) {
+  kiln_array *shards[kMaxDevices];
+  if (n > kMaxDevices) return KILN_ERR_ARGUMENT;
+  for (size_t i = 0; i < n; i++) {
+    if (leaves[i]->kind != KILN_LEAF_ARRAY) return KILN_ERR_TREE;
+    shards[i] = leaves[i]->u.array;
+  }
+  int rank = kiln_array_rank(shards[0]);
+  int64_t shape[KILN_MAX_RANK];
+  memcpy(shape, kiln_array_shape(shards[0]), (size_t)rank * sizeof *shape);
+  shape[0] = (int64_t)n;
+  out->kind = KILN_LEAF_ARRAY;
+  return kiln_array_from_shards(user, kiln_array_dtype(shards[0]), rank, shape, shards,
+                                &out->u.array);
+}
+
+static kiln_status adopt(const kiln_leaf *const *leaves, size_t n, void *user, kiln_leaf *out) {
   (void)n;
   if (leaves[0]->kind != KILN_LEAF_ARRAY) return KILN_ERR_TREE;
   out->kind = KILN_LEAF_ARRAY;
   return kiln_device_put_sharded(leaves[0]->u.array, user, &out->u.array);
 }
 
-kiln_status dp_place(const dp_step *d, kiln_tree **tree) {
-  kiln_sharding *rep = NULL;
-  kiln_tree *placed = NULL;
-  kiln_status s = kiln_sharding_replicated(d->mesh, &rep);
-  if (!s) s = kiln_tree_map(put_replicated, rep, 1, (const kiln_tree *const[]){*tree}, &placed);
-  kiln_sharding_free(rep);
+kiln_status dp_replicate(kiln_ctx *ctx, const dp_step *d, kiln_tree **tree) {
+  kiln_tree *copies = NULL, *adopted = NULL;
+  kiln_status s = kiln_replicate(ctx, *tree, d->n_devices, d->devices, &copies);
+  if (!s) s = kiln_tree_map(adopt, d->batch, 1, (const kiln_tree *const[]){copies}, &adopted);
+  kiln_tree_free(copies);
   if (!s) {
     kiln_tree_free(*tree);
-    *tree = placed;
+    *tree = adopted;
+  }
+  return s;
+}
+
+kiln_status dp_batch(const dp_step *d, kiln_tree **batch) {
+  size_t n = kiln_tree_num_children(*batch);
+  const kiln_tree *parts[kMaxDevices];
+  if (n != (size_t)d->n_devices || n > kMaxDevices) return KILN_ERR_ARGUMENT;
+  for (size_t i = 0; i < n; i++) parts[i] = kiln_tree_child(*batch, i);
+  kiln_tree *stacked = NULL;
+  kiln_status s = kiln_tree_map(stack_shards, d->batch, n, parts, &stacked);
+  if (!s) {
+    kiln_tree_free(*batch);
+    *batch = stacked;
   }
   return s;
 }
 
 void dp_step_free(dp_step *d) {
   kiln_jit_free(d->jit);
-  kiln_func_free(d->sm);
+  kiln_func_free(d->pm);
   kiln_func_free(d->body);
-  kiln_mesh_free(d->mesh);
+  kiln_sharding_free(d->batch);
+  free(d->devices);
   memset(d, 0, sizeof *d);
 }
 
-kiln_status dp_eval_new(kiln_ctx *ctx, model *m, int n_devices, dp_eval *out) {
+kiln_status dp_eval_new(kiln_ctx *ctx, model *m, int n_devices, int replicated, dp_eval *out) {
   memset(out, 0, sizeof *out);
-  const int in_axes[3] = {KILN_PMAP_NONE, 0, 0};
+  const int in_axes[3] = {replicated ? 0 : KILN_PMAP_NONE, 0, 0};
   kiln_pad_shard_unpad_options o; /* static argnums {0}, flax's default: params */
   kiln_pad_shard_unpad_options_init(&o);
   o.ndevices = n_devices;

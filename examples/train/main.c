@@ -34,6 +34,7 @@ static void usage(FILE *f) {
           "  --resume          continue from DIR/checkpoint.safetensors\n"
           "  --devices N       data-parallel over N devices (CPU: N virtual devices;\n"
           "                    the batch size must be a multiple of N; default 1)\n"
+          "  --prefetch N      batches uploaded ahead of the step (1-8, default 2)\n"
           "  --quiet           no progress output\n",
           d.data_dir, d.out_dir, d.epochs, (long long)d.batch_size, d.learning_rate, d.seed,
           (long long)d.log_every);
@@ -103,6 +104,8 @@ int main(int argc, char **argv) {
       bad = parse_int(v, 1, 1LL << 50, &n), c.log_every = n;
     else if (!strcmp(a, "--devices"))
       bad = parse_int(v, 1, 1024, &n), c.devices = (int)n;
+    else if (!strcmp(a, "--prefetch"))
+      bad = parse_int(v, 1, 8, &n), c.prefetch = (int)n;
     else if (!strcmp(a, "--model") && !strcmp(v, "cnn"))
       train_use_cnn(&c);
     else if (!strcmp(a, "--model") && !strcmp(v, "mlp")) {

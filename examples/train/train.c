@@ -1,9 +1,12 @@
 /* The training loop: data, keys, jitted steps, evaluation, checkpoints and
- * metrics. Params live on the context's first device; with --devices N the
- * step is dp.c's shard_map, which splits each batch over N devices and
- * keeps params and optimizer state replicated. Evaluation runs over the
- * same devices through pad_shard_unpad (dp.c); key splits run on the first
- * device. */
+ * metrics. Batches reach the step through kiln_prefetch (flax's
+ * prefetch_to_device): a producer thread cuts each one from the shuffled
+ * training set and uploads it while the previous step runs. Params live on
+ * the context's first device; with --devices N the step is dp.c's pmap,
+ * params and optimizer state replicated over the N devices by
+ * kiln_replicate (and unreplicated for checkpoints) and each batch split
+ * over them by the prefetcher. Evaluation runs over the same devices
+ * through pad_shard_unpad (dp.c); key splits run on the first device. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
@@ -192,6 +195,43 @@ static kiln_status evaluate(kiln_padded *eval, kiln_device *dev, const kiln_tree
   return KILN_OK;
 }
 
+/* ---- batches: prefetch_to_device over the shuffled training set ---- */
+
+/* Batches next..end-1 of one epoch in `order`, for kiln_prefetch's producer
+ * thread: each {x u8[B, F], y u8[B]}, reshaped for n > 1 devices to [n,
+ * B/n, ...] as flax's shard() does, which the prefetcher splits over them. */
+typedef struct batch_source {
+  const dataset *data;
+  const int64_t *order;
+  int64_t batch, next, end;
+  int devices;
+  kiln_host_data x, y; /* the batch handed out last, valid until the next call */
+} batch_source;
+
+static void split_leading(kiln_host_data *d, int n) {
+  if (n == 1) return;
+  memmove(d->shape + 2, d->shape + 1, (size_t)(d->rank - 1) * sizeof *d->shape);
+  d->shape[1] = d->shape[0] / n;
+  d->shape[0] = n;
+  d->rank++;
+}
+
+static kiln_status next_batch(void *user, kiln_tree **out) {
+  batch_source *src = user;
+  kiln_host_data_free(&src->x);
+  kiln_host_data_free(&src->y);
+  *out = NULL;
+  if (src->next >= src->end) return KILN_OK;
+  kiln_status s = kiln_host_data_batch(&src->data->x, src->order, src->batch, src->next, &src->x);
+  if (!s) s = kiln_host_data_batch(&src->data->y, src->order, src->batch, src->next, &src->y);
+  if (s) return s;
+  src->next++;
+  split_leading(&src->x, src->devices);
+  split_leading(&src->y, src->devices);
+  *out = kiln_tree_tuple(2, (kiln_tree *[]){kiln_tree_ptr(&src->x), kiln_tree_ptr(&src->y)});
+  return *out ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+}
+
 /* ---- the training state and its checkpoint ---- */
 
 typedef struct train_state {
@@ -201,19 +241,22 @@ typedef struct train_state {
   double time; /* seconds of training before this run */
 } train_state;
 
-/* {"key", "opt_state", "params", "step", "time"}: the checkpoint's tree. */
-static kiln_tree *state_tree(kiln_device *dev, const train_state *st) {
+/* {"key", "opt_state", "params", "step", "time"}: the checkpoint's tree,
+ * with these params and opt_state (taken). */
+static kiln_tree *state_tree(kiln_device *dev, const train_state *st, kiln_tree *params,
+                             kiln_tree *opt_state) {
   int64_t step = st->step;
   const char *keys[5] = {"key", "opt_state", "params", "step", "time"};
-  return kiln_tree_dict(
-      5, keys,
-      (kiln_tree *[]){key_leaf(dev, st->key), kiln_tree_clone(st->opt_state),
-                      kiln_tree_clone(st->params), scalar_leaf(dev, KILN_I64, &step, 8),
-                      scalar_leaf(dev, KILN_F64, &st->time, 8)});
+  return kiln_tree_dict(5, keys,
+                        (kiln_tree *[]){key_leaf(dev, st->key), opt_state, params,
+                                        scalar_leaf(dev, KILN_I64, &step, 8),
+                                        scalar_leaf(dev, KILN_F64, &st->time, 8)});
 }
 
 static kiln_status restore(const char *path, kiln_device *dev, train_state *st) {
-  kiln_tree *expected = state_tree(dev, st), *got = NULL;
+  kiln_tree *expected = state_tree(dev, st, kiln_tree_clone(st->params),
+                                   kiln_tree_clone(st->opt_state)),
+            *got = NULL;
   kiln_status s = expected ? kiln_checkpoint_restore(path, expected, dev, &got) : KILN_ERR_ARGUMENT;
   kiln_tree_free(expected);
   if (s) return fail(s, "restoring %s", path);
@@ -229,38 +272,56 @@ static kiln_status restore(const char *path, kiln_device *dev, train_state *st) 
                                             : KILN_OK;
 }
 
-static kiln_status save(const char *path, kiln_device *dev, const train_state *st) {
-  kiln_tree *t = state_tree(dev, st);
-  kiln_status s = t ? kiln_checkpoint_save(path, t) : KILN_ERR_ARGUMENT;
+/* Replicated state (a leading device axis) is saved as its first device's
+ * copy, flax's unreplicate. */
+static kiln_status save(const char *path, kiln_device *dev, const train_state *st,
+                        int replicated) {
+  kiln_tree *params = NULL, *opt_state = NULL;
+  kiln_status s = KILN_OK;
+  if (!replicated) {
+    params = kiln_tree_clone(st->params);
+    opt_state = kiln_tree_clone(st->opt_state);
+  } else if (!(s = kiln_unreplicate(st->params, &params))) {
+    s = kiln_unreplicate(st->opt_state, &opt_state);
+  }
+  kiln_tree *t = s ? NULL : state_tree(dev, st, params, opt_state);
+  if (s) kiln_tree_free(params);
+  if (!s) s = t ? kiln_checkpoint_save(path, t) : KILN_ERR_ARGUMENT;
   kiln_tree_free(t);
   return s ? fail(s, "saving %s", path) : KILN_OK;
 }
 
-/* One jitted step on batch b of the permuted training set; params and
- * opt_state are donated and replaced by the step's results. A fifth result
- * (the replicas' spread) goes to *spread. */
-static kiln_status train_step(kiln_jit *step, kiln_device *dev, train_state *st,
-                              const dataset *train, const int64_t *order, int64_t batch, int64_t b,
-                              float *loss, float *accuracy, float *spread) {
-  kiln_host_data bx = {0}, by = {0};
-  kiln_tree *args = NULL, *out = NULL;
-  kiln_status s;
-  if (!(s = kiln_host_data_batch(&train->x, order, batch, b, &bx)) &&
-      !(s = kiln_host_data_batch(&train->y, order, batch, b, &by))) {
-    args = kiln_tree_tuple(
-        4, (kiln_tree *[]){st->params, st->opt_state, host_leaf(dev, &bx), host_leaf(dev, &by)});
-    st->params = st->opt_state = NULL; /* the tuple owns them now */
-    s = args ? kiln_jit_call(step, args, &out) : KILN_ERR_ARGUMENT;
-  }
+/* The first float of a result leaf (a pmapped result holds one per device). */
+static kiln_status read_first(const kiln_tree *t, float *v) {
+  kiln_array *a = kiln_tree_leaf_array(t);
+  size_t n = a ? kiln_array_nbytes(a) / sizeof *v : 0;
+  float buf[64], *all = n <= 64 ? buf : malloc(n * sizeof *v);
+  kiln_status s = !a || !n ? KILN_ERR_TREE : all ? kiln_array_to_host(a, all, n * sizeof *v)
+                                                 : KILN_ERR_OUT_OF_MEMORY;
+  if (!s) *v = all[0];
+  if (all != buf) free(all);
+  return s;
+}
+
+/* One jitted step on a batch {x, y} from the prefetcher (taken); params
+ * and opt_state are donated and replaced by the step's results. A fifth
+ * result (the replicas' spread) goes to *spread. */
+static kiln_status train_step(kiln_jit *step, train_state *st, kiln_tree *batch, float *loss,
+                              float *accuracy, float *spread) {
+  kiln_tree *out = NULL;
+  kiln_tree *args = kiln_tree_tuple(
+      4, (kiln_tree *[]){st->params, st->opt_state, kiln_tree_clone(kiln_tree_child(batch, 0)),
+                         kiln_tree_clone(kiln_tree_child(batch, 1))});
+  st->params = st->opt_state = NULL; /* the tuple owns them now */
+  kiln_tree_free(batch);
+  kiln_status s = args ? kiln_jit_call(step, args, &out) : KILN_ERR_ARGUMENT;
   kiln_tree_free(args);
-  kiln_host_data_free(&bx);
-  kiln_host_data_free(&by);
   if (!s) {
     st->params = kiln_tree_clone(kiln_tree_child(out, 0));
     st->opt_state = kiln_tree_clone(kiln_tree_child(out, 1));
-    if (!(s = read_leaf(kiln_tree_child(out, 2), loss, 4)))
-      s = read_leaf(kiln_tree_child(out, 3), accuracy, 4);
-    if (!s && kiln_tree_num_children(out) > 4) s = read_leaf(kiln_tree_child(out, 4), spread, 4);
+    if (!(s = read_first(kiln_tree_child(out, 2), loss)))
+      s = read_first(kiln_tree_child(out, 3), accuracy);
+    if (!s && kiln_tree_num_children(out) > 4) s = read_first(kiln_tree_child(out, 4), spread);
   }
   kiln_tree_free(out);
   return s ? fail(s, "train step %lld", (long long)st->step + 1) : KILN_OK;
@@ -348,7 +409,7 @@ static kiln_status setup(run *r, train_summary *sum) {
   if (cfg->devices > 1 &&
       (s = dp_step_new(r->ctx, &r->m, cfg->devices, cfg->check_replicas, &r->dp)))
     return fail(s, "building the data-parallel step over %d devices", cfg->devices);
-  if ((s = dp_eval_new(r->ctx, &r->m, cfg->devices, &r->eval)))
+  if ((s = dp_eval_new(r->ctx, &r->m, cfg->devices, cfg->devices > 1, &r->eval)))
     return fail(s, "building the evaluation over %d devices", cfg->devices);
 
   /* key, init_key = jax.random.split(jax.random.PRNGKey(seed)) */
@@ -371,7 +432,8 @@ static kiln_status setup(run *r, train_summary *sum) {
     if ((s = restore(r->ckpt, r->dev, &r->st))) return s;
     sum->resumed_from = r->st.step;
   }
-  if (r->dp.jit && ((s = dp_place(&r->dp, &r->st.params)) || (s = dp_place(&r->dp, &r->st.opt_state))))
+  if (r->dp.jit && ((s = dp_replicate(r->ctx, &r->dp, &r->st.params)) ||
+                    (s = dp_replicate(r->ctx, &r->dp, &r->st.opt_state))))
     return fail(s, "replicating the state over %d devices", cfg->devices);
   char path[1100];
   snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
@@ -382,6 +444,68 @@ static kiln_status setup(run *r, train_summary *sum) {
   r->order = malloc((size_t)r->train.x.shape[0] * sizeof *r->order);
   if (!r->order) return fail(KILN_ERR_OUT_OF_MEMORY, "allocating the permutation");
   return KILN_OK;
+}
+
+/* Metrics averaged over the steps since the last metrics line. */
+typedef struct window {
+  double loss, accuracy;
+  int64_t steps;
+} window;
+
+/* The rest of the epoch (from st->step, at most up to step `last`) in
+ * r->order, its batches through kiln_prefetch. */
+static kiln_status train_epoch(run *r, train_summary *sum, progress *p, int64_t last,
+                               int64_t spe, double start, window *win) {
+  const train_config *cfg = r->cfg;
+  train_state *st = &r->st;
+  int64_t b0 = st->step % spe;
+  batch_source src = {.data = &r->train, .order = r->order, .batch = cfg->batch_size,
+                      .next = b0, .end = b0 + (last - st->step < spe - b0 ? last - st->step : spe - b0),
+                      .devices = cfg->devices};
+  kiln_prefetch *pf = NULL;
+  kiln_device *const *devs = r->dp.jit ? r->dp.devices : &r->dev;
+  kiln_status s = kiln_prefetch_new(r->ctx, next_batch, &src, cfg->prefetch, devs, cfg->devices, &pf);
+  if (s) return fail(s, "starting the batch prefetcher");
+  kiln_jit *step = r->dp.jit ? r->dp.jit : r->m.step;
+  for (;;) {
+    double t0 = progress_now();
+    kiln_tree *batch = NULL;
+    if ((s = kiln_prefetch_next(pf, &batch))) {
+      s = fail(s, "batch for step %lld", (long long)st->step + 1);
+      break;
+    }
+    if (!batch) break;
+    if (!r->dp.jit) { /* one device: its part is the batch */
+      kiln_tree *one = kiln_tree_clone(kiln_tree_child(batch, 0));
+      kiln_tree_free(batch);
+      batch = one;
+    } else if ((s = dp_batch(&r->dp, &batch))) {
+      kiln_tree_free(batch);
+      s = fail(s, "laying out the batch for step %lld", (long long)st->step + 1);
+      break;
+    }
+    float loss, acc, spread = 0;
+    if ((s = train_step(step, st, batch, &loss, &acc, &spread))) break;
+    if (spread > sum->replica_spread) sum->replica_spread = spread;
+    st->step++;
+    p->run_steps++;
+    p->run_seconds += progress_now() - t0;
+    progress_step(p, st->step, loss, acc);
+    win->loss += loss;
+    win->accuracy += acc;
+    if (++win->steps, st->step % cfg->log_every == 0) {
+      fprintf(r->metrics,
+              "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": "
+              "%.6f}\n",
+              (long long)st->step, (double)st->step / (double)spe, win->loss / (double)win->steps,
+              win->accuracy / (double)win->steps, st->time + progress_now() - start);
+      *win = (window){0};
+    }
+  }
+  kiln_prefetch_free(pf); /* stops the producer: src's buffers are ours again */
+  kiln_host_data_free(&src.x);
+  kiln_host_data_free(&src.y);
+  return s;
 }
 
 static kiln_status train_loop(run *r, train_summary *sum) {
@@ -398,37 +522,15 @@ static kiln_status train_loop(run *r, train_summary *sum) {
   if (cfg->max_steps > 0 && cfg->max_steps < last) last = cfg->max_steps;
   progress p;
   progress_init(&p, cfg->quiet ? NULL : stdout, cfg->epochs, spe, last, bs);
-  double start = progress_now(), win_loss = 0, win_acc = 0;
-  int64_t win = 0;
+  double start = progress_now();
+  window win = {0};
   kiln_status s = KILN_OK;
   int evaluated = 0;
-  kiln_jit *step = r->dp.jit ? r->dp.jit : r->m.step;
   while (st->step < last) {
     uint32_t next_key[2] = {st->key[0], st->key[1]}, perm_key[2];
     if ((s = split_key(&r->m, r->dev, next_key, perm_key))) return s;
     if ((s = kiln_permutation(perm_key, n, r->order))) return fail(s, "shuffling");
-    for (int64_t b = st->step % spe; b < spe && st->step < last; b++) {
-      double t0 = progress_now();
-      float loss, acc, spread = 0;
-      if ((s = train_step(step, r->dev, st, &r->train, r->order, bs, b, &loss, &acc, &spread)))
-        return s;
-      if (spread > sum->replica_spread) sum->replica_spread = spread;
-      st->step++;
-      p.run_steps++;
-      p.run_seconds += progress_now() - t0;
-      progress_step(&p, st->step, loss, acc);
-      win_loss += loss;
-      win_acc += acc;
-      if (++win, st->step % cfg->log_every == 0) {
-        fprintf(r->metrics,
-                "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.9g, \"accuracy\": %.6g, \"time\": "
-                "%.6f}\n",
-                (long long)st->step, (double)st->step / (double)spe, win_loss / (double)win,
-                win_acc / (double)win, st->time + progress_now() - start);
-        win_loss = win_acc = 0;
-        win = 0;
-      }
-    }
+    if ((s = train_epoch(r, sum, &p, last, spe, start, &win))) return s;
     if (st->step % spe == 0) memcpy(st->key, next_key, sizeof next_key); /* epoch done */
     if ((s = evaluate(r->eval.padded, r->dev, st->params, &r->test, kEvalBatch, &sum->test_loss,
                       &sum->test_accuracy)))
@@ -444,7 +546,7 @@ static kiln_status train_loop(run *r, train_summary *sum) {
     progress_eval(&p, st->step, sum->test_loss, sum->test_accuracy);
     double time_before = st->time;
     st->time += now - start;
-    s = save(r->ckpt, r->dev, st);
+    s = save(r->ckpt, r->dev, st, r->dp.jit != NULL);
     st->time = time_before;
     if (s) return s;
   }

@@ -36,6 +36,9 @@ typedef struct train_config {
    * batch_size must be a multiple of it. */
   int devices;
   int check_replicas; /* measure train_summary.replica_spread each step */
+  /* Batches uploaded ahead of the step by kiln_prefetch (flax's
+   * prefetch_to_device size; 0: its default, 2). */
+  int prefetch;
 } train_config;
 
 /* The MLP 784-512-256-10, batch 128, adam 1e-3, 10 epochs, seed 0, data in
