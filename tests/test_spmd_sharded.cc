@@ -195,6 +195,24 @@ TEST_F(SpmdSharded, APlainOperandIsLaidOutAsItsInSpec) {
   for (kiln_array *a : {w0, y0, w, x, out[0], out[1]}) kiln_array_release(a);
 }
 
+// As jax.jit(shard_map(f)) on ordinary arrays: the operands are laid out as
+// their in_specs and the results come back sharded as the out_specs, so
+// that the next call takes them in place. A function that does more than
+// the shard_map keeps the results on the jit's device.
+TEST_F(SpmdSharded, PlainArgumentsGiveShardedResultsToo) {
+  Build(Step, nullptr);
+  kiln_array *w = nullptr, *y = nullptr;
+  Run(false, 2, &w, &y);
+  ASSERT_TRUE(w && y);
+  EXPECT_TRUE(ShardedAs(w, ""));
+  EXPECT_TRUE(ShardedAs(y, "i"));
+  kiln_array *w1 = nullptr, *y1 = nullptr;
+  Run(true, 2, &w1, &y1);
+  EXPECT_EQ(ToHost(w), ToHost(w1));
+  EXPECT_EQ(ToHost(y), ToHost(y1));
+  for (kiln_array *a : {w, y, w1, y1}) kiln_array_release(a);
+}
+
 kiln_tree *PsumI(kiln_trace *t, const kiln_tree *args, void *) {
   return kiln_tree_val(kiln_psum(t, kiln_arg(args, 0), "i"));
 }

@@ -200,13 +200,18 @@ void kdist_nth_spec(const char *specs, int k, char *buf, size_t cap);
 /* The invar index of v in g, -1 if v is not an invar. */
 int kdist_invar_index(const struct kir_program *g, kir_vid v);
 
-/* jit(shard_map) over sharded leaves on CPU devices (jit_shard_map.c). */
+/* Whether f is a function kiln_shard_map (shard_map.c) or kiln_pmap
+ * (pmap.c) made. */
+bool kdist_is_shard_map(const kiln_func *f);
+bool kdist_is_pmap(const kiln_func *f);
+
+/* jit(shard_map) on CPU devices (jit_shard_map.c). */
 typedef struct kdist_smap_plan kdist_smap_plan;
 struct krt_program;
 /* A plan where p's program is one shard_map over its arguments, returning
- * its results, and a leaf is laid out over the shard_map's mesh (that of
- * the context's first devices); *out NULL otherwise. eff: per leaf, its
- * sharding (NULL: none). */
+ * its results; *out NULL otherwise. Its mesh is that of the context's
+ * first devices (a leaf's mesh where one is laid out over it). eff: per
+ * leaf, its sharding (NULL: none). */
 kiln_status kdist_smap_plan_new(const struct krt_program *p, const kiln_sharding *const *eff,
                                 kdist_smap_plan **out);
 void kdist_smap_plan_free(kdist_smap_plan *pl); /* NULL is allowed */

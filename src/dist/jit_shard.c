@@ -151,8 +151,8 @@ static size_t describe(const kiln_sharding *s, char *buf, size_t cap) {
   return n < cap ? n : cap;
 }
 
-static kiln_status layout(const void *opts, const kiln_tree *args, kiln_device *dev, char **out) {
-  (void)dev;
+static kiln_status layout(const void *opts, const kiln_func *f, const kiln_tree *args,
+                          kiln_device *dev, char **out) {
   *out = NULL;
   size_t n = kiln_tree_num_leaves(args), cap = 64 + n * 1200, len = 0;
   kiln_array **arrays = calloc(n + 1, sizeof *arrays);
@@ -161,8 +161,14 @@ static kiln_status layout(const void *opts, const kiln_tree *args, kiln_device *
   kiln_status st = arrays && eff && text
                        ? leaf_shardings(opts, args, n, arrays, eff)
                        : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
-  bool any = opts != NULL;
-  len = text ? (size_t)snprintf(text, cap, "%s", opts ? "with in/out shardings: " : "") : 0;
+  /* jit(shard_map) and jit(pmap) on CPU devices run over the mesh and
+   * return sharded results even for ordinary arguments (jit_shard_map.c). */
+  bool spmd = f && (kdist_is_shard_map(f) || kdist_is_pmap(f)) &&
+              kiln_device_ctx(dev)->be.kind == KILN_BACKEND_CPU;
+  bool any = opts != NULL || spmd;
+  len = text ? (size_t)snprintf(text, cap, "%s%s", spmd ? "over its mesh, " : "",
+                                opts ? "with in/out shardings: " : "")
+             : 0;
   for (size_t i = 0; !st && i < n && len + 1 < cap; i++) {
     any = any || eff[i];
     len += (size_t)snprintf(text + len, cap - len, "%sleaf %zu: ", i ? "; " : "", i);

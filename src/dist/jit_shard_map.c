@@ -28,9 +28,12 @@ void kdist_smap_plan_free(kdist_smap_plan *pl) {
   free(pl->leaf), free(pl->in), free(pl->out), free(pl->gin), free(pl->gout), free(pl);
 }
 
-/* The leaf shardings' mesh that is the equation's over ctx's first devices. */
-static kiln_mesh *mesh_of(kiln_ctx *ctx, const char *text, const kiln_sharding *const *eff, int n) {
+/* The equation's mesh over ctx's first devices: a leaf sharding's, or a
+ * new one (*made: the caller frees it once its shardings hold it). */
+static kiln_mesh *mesh_of(kiln_ctx *ctx, const char *text, const kiln_sharding *const *eff, int n,
+                          kiln_mesh **made) {
   kir_mesh m;
+  *made = NULL;
   if (kir_mesh_parse("jit", text, &m)) return NULL;
   for (int i = 0; i < n; i++) {
     const kiln_sharding *s = eff[i];
@@ -41,7 +44,16 @@ static kiln_mesh *mesh_of(kiln_ctx *ctx, const char *text, const kiln_sharding *
       same = s->mesh->devices[d] == &ctx->be.devices[d];
     if (same) return s->mesh;
   }
-  return NULL;
+  int64_t shape[KILN_MESH_MAX_AXES], count = 1;
+  const char *names[KILN_MESH_MAX_AXES];
+  for (int a = 0; a < m.ndim; a++) shape[a] = m.size[a], names[a] = m.name[a], count *= m.size[a];
+  kiln_device **devs = count <= ctx->be.num_devices ? malloc((size_t)count * sizeof *devs) : NULL;
+  for (int64_t d = 0; devs && d < count; d++) devs[d] = &ctx->be.devices[d];
+  kiln_status st = devs ? kiln_mesh_new(ctx, m.ndim, shape, names, devs, made)
+                        : kcore_fail(KILN_ERR_ARGUMENT, "jit: a mesh of %lld devices over %d",
+                                     (long long)count, ctx->be.num_devices);
+  free(devs);
+  return st ? NULL : *made;
 }
 
 static kiln_status named(kiln_mesh *mesh, const char *specs, int k, kiln_sharding **out) {
@@ -64,8 +76,11 @@ kiln_status kdist_smap_plan_new(const krt_program *p, const kiln_sharding *const
   bool lone = g->n_outvars == e->n_out;
   for (int k = 0; lone && k < e->n_out; k++) lone = g->outvars[k] == e->out[k];
   for (int k = 0; lone && k < e->n_in; k++) lone = kdist_invar_index(g, e->in[k]) >= 0;
-  kiln_mesh *mesh = lone ? mesh_of(p->ctx, e->params.shard_map.mesh, eff, g->n_invars) : NULL;
-  if (!mesh) return KILN_OK;
+  kiln_mesh *made = NULL;
+  kiln_mesh *mesh = lone ? mesh_of(p->ctx, e->params.shard_map.mesh, eff, g->n_invars, &made) : NULL;
+  if (!mesh) return lone ? kcore_fail_wrap(KILN_ERR_ARGUMENT, "jit: the mesh of %s",
+                                           e->params.shard_map.mesh)
+                         : KILN_OK;
   kdist_smap_plan *pl = calloc(1, sizeof *pl);
   kiln_status st = pl ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
   if (!st) {
@@ -87,6 +102,7 @@ kiln_status kdist_smap_plan_new(const krt_program *p, const kiln_sharding *const
     pl->gout[k].aval = *kir_var_aval(g, e->out[k]);
     st = named(mesh, e->params.shard_map.out_specs, k, &pl->out[k]);
   }
+  kiln_mesh_free(made); /* the shardings hold it */
   char *text = st ? NULL : kdist_shard_map_text(e, pl->gin, pl->gout);
   if (!st && !text) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
   if (!st) st = kir_parse(text, &pl->prog);

@@ -180,3 +180,5 @@ kiln_status kiln_pmap(kiln_ctx *ctx, const kiln_func *f, const char *axis_name, 
   (*out)->drop = pmap_drop;
   return KILN_OK;
 }
+
+bool kdist_is_pmap(const kiln_func *f) { return f->fn == pmap_fn; }

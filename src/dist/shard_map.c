@@ -384,3 +384,6 @@ kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree 
   (*out)->drop = smap_drop;
   return KILN_OK;
 }
+
+bool kdist_is_shard_map(const kiln_func *f) { return f->fn == smap_fn;
+}

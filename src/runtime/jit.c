@@ -162,7 +162,7 @@ static kiln_status krt_jit_signature(const kiln_jit *j, const char *op, const ki
   kiln_status st = krt_signature_of(op, args, j->static_key, j->static_key_size, sig);
   const krt_shard_hooks *h = atomic_load(&j->ctx->shard_hooks);
   if (st || !h) return st;
-  if ((st = h->layout(j->shard_opts, args, j->dev, &sig->layout))) {
+  if ((st = h->layout(j->shard_opts, j->f, args, j->dev, &sig->layout))) {
     krt_signature_free(sig);
     return st;
   }

@@ -126,8 +126,10 @@ typedef struct krt_shard_hooks {
   kiln_status (*opts_copy)(kiln_ctx *ctx, const kiln_jit_options *o, void **out);
   void (*opts_free)(void *opts);
   /* The shardings of a call's leaves as text for the cache key: NULL when
-   * every leaf is an ordinary array on dev and opts is NULL. */
-  kiln_status (*layout)(const void *opts, const kiln_tree *args, kiln_device *dev, char **out);
+   * every leaf is an ordinary array on dev, opts is NULL and f (the jitted
+   * function) is no shard_map or pmap whose results come back sharded. */
+  kiln_status (*layout)(const void *opts, const kiln_func *f, const kiln_tree *args,
+                        kiln_device *dev, char **out);
   /* After tracing p for a layout: decides how it runs (per shard, or on
    * dev after moving the arguments), checks the equations for it, and sets
    * p->shard_state. */
