@@ -183,6 +183,22 @@ TEST_F(NnLayers, EmbedLookupAndAttendMatchFlax) {
          expect_near_all(o[1], at("embed_attend"), 1e-6, "embed attend"));
 }
 
+// Flax's Embed with num_embeddings 1 broadcasts its one row, whatever the ids.
+TEST_F(NnLayers, OneRowEmbedBroadcasts) {
+  float row[3] = {1.5f, -2.f, 0.25f};
+  int32_t ids[4] = {0, 7, -3, 0};
+  Outs o = run([](kiln_trace *t, const kiln_tree *a) {
+    kiln_tree *p = dict({"embedding"}, {kiln_tree_val(val(a, 0))});
+    kiln_val *y = kiln_nn_embed(t, p, val(a, 1));
+    kiln_tree_free(p);
+    return kiln_tree_val(y);
+  }, {array(KILN_F32, row, {1, 3}), array(KILN_I32, ids, {2, 2})});
+  ASSERT_EQ(o.size(), 1u) << kiln_last_error();
+  std::vector<float> want;
+  for (int i = 0; i < 4; i++) want.insert(want.end(), row, row + 3);
+  EXPECT_EQ(o[0], want);
+}
+
 TEST_F(NnLayers, MhaInitIsFlaxsBitForBit) {
   for (int s : {0, 1}) {  // 0: inputs_kv with 6 features, 1: self-attention
     std::string S = std::to_string(s);
