@@ -49,8 +49,9 @@ kiln_val *kiln_nn_lecun_normal(kiln_trace *t, kiln_val *key, kiln_dtype dtype, i
   for (int i = 0; i < rank - 2; i++) receptive *= (double)shape[i];
   double fan_in = (double)shape[rank - 2] * receptive;
   /* variance_scaling's truncated_normal: stddev of a unit normal truncated
-   * to [-2, 2] is .87962566103423978. */
-  double stddev = sqrt(1.0 / fan_in) / .87962566103423978;
+   * to [-2, 2] is .87962566103423978. JAX rounds the variance to float32 and
+   * takes the root and the quotient there (in double, fan_in 8 is 1 ulp off). */
+  float stddev = sqrtf((float)(1.0 / fan_in)) / .87962566103423978f;
   return kiln_mul(t, kiln_nn_truncated_normal(t, key, -2, 2, dtype, rank, shape),
                   kiln_scalar_f(t, stddev));
 }

@@ -1,5 +1,5 @@
-/* nn: optimizers and schedules over pytrees of traced values (optim.h).
- * The only door of src/nn; prefix knn_. */
+/* nn: optimizers and schedules over pytrees of traced values (optim.h),
+ * and layers (kiln/nn.h). The only door of src/nn; prefix knn_. */
 #ifndef KILN_SRC_NN_H
 #define KILN_SRC_NN_H
 
@@ -33,6 +33,18 @@ void knn_flat_free(knn_flat *f);
 /* The traced scalar `count + 1`, saturating at INT32_MAX (optax's
  * numerics.safe_increment). */
 kiln_val *knn_safe_increment(kiln_trace *t, kiln_val *count);
+
+/* "f32[2,3]": v's dtype and shape, into buf (returned). */
+const char *knn_aval_str(const kiln_val *v, char *buf, size_t n);
+/* The traced leaf tree[path] ("query/kernel": nested dict keys), checked
+ * to be a float of the given rank and shape (a want[i] < 0 takes any size);
+ * otherwise records on t an error naming op, tree_name['query']['kernel'],
+ * what it holds and what was wanted, and returns NULL. */
+kiln_val *knn_param(kiln_trace *t, const char *op, const char *tree_name, const kiln_tree *tree,
+                    const char *path, int rank, const int64_t *want);
+/* The dict {keys[i]: vals[i]} (keys sorted, as Flax's trees flatten); NULL
+ * when t has failed or a value is missing. */
+kiln_tree *knn_dict(kiln_trace *t, int n, const char *const *keys, kiln_val *const *vals);
 
 #ifdef __cplusplus
 }
