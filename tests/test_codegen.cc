@@ -1162,6 +1162,17 @@ TEST(CodegenReduce, LongRowsAndColumns) {
       R"({ lambda ; a:f32[2000,3]. let
         b:f32[3] = reduce_max[axes=(0,)] a
       in (b,) })",
+      // over the leading axes, more items than one tile of the C target's
+      // column loop (64), a producer and an epilogue fused in
+      R"({ lambda ; a:f32[37,150] b:f32[37,150]. let
+        c:f32[37,150] = mul a b
+        d:f32[150] = reduce_sum[axes=(0,)] c
+        e:f32[150] = reduce_max[axes=(0,)] a
+        f:f32[150] = sub d e
+      in (f, d) })",
+      R"({ lambda ; a:bf16[5,3,70]. let
+        b:bf16[70] = reduce_sum[axes=(0, 1)] a
+      in (b,) })",
       // reduced to one element per item, kept as a column
       R"({ lambda ; a:f32[4,3,100]. let
         b:f32[4] = reduce_sum[axes=(1, 2)] a

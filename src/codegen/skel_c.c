@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include "codegen/codegen.h"
 
+/* A REDUCE group over leading axes (column sums: a bias gradient over
+ * batch and pixels) walks the rows of its operand once per tile of
+ * KCG_C_COL_TILE results, each result's accumulator in a stack array, so
+ * the inner loop reads contiguous elements instead of one per row per
+ * result; each result still adds its elements in row order. */
+#define KCG_C_COL_TILE 64
+
 /* Row values kept between passes take at most this much stack per row;
  * beyond it they are recomputed. */
 #define KCG_C_ROW_CACHE_BYTES (128.0 * 1024.0)
@@ -29,6 +36,12 @@ typedef struct kcg_c_split {
   int64_t counter_bytes, partial_bytes;
   int scope;                   /* one work item's */
 } kcg_c_split;
+
+typedef struct kcg_c_col {
+  int64_t rows; /* reduced elements per result: the leading axes' product */
+  int tile;     /* the tile loop's scope */
+  int item;     /* one result's scope */
+} kcg_c_col;
 
 typedef struct kcg_c_row {
   int scope;        /* one row's scope */
@@ -274,6 +287,76 @@ static void kcg_c_split_items(kcg_ctx *c, kcg_c_split *sp) {
   kcg_scope_close(c, sp->scope);
 }
 
+/* ---- reductions over leading axes ---- */
+
+/* Whether the group is one reduction set over the leading axes of its
+ * operands (the results' elements contiguous in each row), of two rows or
+ * more. */
+static bool kcg_c_col_plan(const kcg_ctx *c, kcg_c_col *col) {
+  if (c->g->kind != KFUSE_REDUCE || c->n_sets != 1) return false;
+  const kir_eqn *e = &c->p->eqns[c->set_eqns[0]];
+  const kir_aval *a = kir_var_aval(c->p, e->in[0]);
+  int axes[KIR_MAX_RANK], m = kcg_reduce_axes(c, e, axes, &col->rows);
+  for (int k = 0; k < m; k++)
+    if (axes[k] != k) return false;
+  return m >= 1 && m < a->rank && col->rows >= 2 && kcg_items(c) >= 2;
+}
+
+/* The set's accumulators, one stack array per reduction in the tile's
+ * scope, filled by one pass over the rows; the result of item t is
+ * element t. */
+static void kcg_c_col_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
+  const kcg_c_col *col = c->skel;
+  int oix[KCG_MAX_SET];
+  kcg_reducer r[KCG_MAX_SET];
+  const char *acc[KCG_MAX_SET];
+  kcg_reducers(c, eqns, n, r);
+  const char *u = kcg_fresh(c, "u"), *v = kcg_fresh(c, "r");
+  for (int k = 0; k < n; k++) {
+    acc[k] = kcg_fresh(c, "acc");
+    kcg_line(c, col->tile, "%s %s[%d];", r[k].ctype, acc[k], KCG_C_COL_TILE);
+    kcg_line(c, col->tile, "for (kiln_i64 %s = 0; %s < tn; ++%s) %s[%s] = %s;", u, u, u, acc[k], u,
+             r[k].identity);
+  }
+  int rs = kcg_scope_open(c, col->tile,
+                          kcg_strf(c, "for (kiln_i64 %s = 0; %s < %lld; ++%s) {", v, v,
+                                   (long long)col->rows, v),
+                          "}");
+  int us = kcg_scope_open(c, rs, kcg_strf(c, "for (kiln_i64 %s = 0; %s < tn; ++%s) {", u, u, u),
+                          "}");
+  kcg_term lin = kcg_term_make(kcg_strf(c, "(%s * %lld + i0 + %s)", v, (long long)kcg_items(c), u), us);
+  for (int q = 0; q < n; q++) {
+    const kir_aval *a = kir_var_aval(c->p, c->p->eqns[eqns[q]].in[0]);
+    oix[q] = kcg_index_get(c, a->rank, a->shape, &lin, NULL);
+  }
+  kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", u));
+  kcg_scope_close(c, us);
+  kcg_scope_close(c, rs);
+  int scope = kcg_index_scope(c, ix);
+  for (int k = 0; k < n; k++) out[k] = kcg_acc_result(c, scope, &r[k], kcg_strf(c, "%s[t]", acc[k]));
+}
+
+/* Tiles of results [i0, i0 + tn); within one, the results one by one. */
+static void kcg_c_cols(kcg_ctx *c, kcg_c_col *col) {
+  col->tile = kcg_scope_open(
+      c, 0,
+      kcg_strf(c, "for (kiln_i64 i0 = begin; i0 < end; i0 += %d) {\n"
+               "  const kiln_i64 tn = end - i0 < %d ? end - i0 : %d;",
+               KCG_C_COL_TILE, KCG_C_COL_TILE, KCG_C_COL_TILE),
+      "}");
+  col->item = kcg_scope_open(c, col->tile,
+                             "for (kiln_i64 t = 0; t < tn; ++t) {\n  const kiln_i64 i = i0 + t;", "}");
+  c->skel = col;
+  c->reduce = kcg_c_col_reduce;
+  kcg_term it = kcg_term_make("i", col->item);
+  for (int k = 0; k < c->g->n_out; k++) {
+    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
+    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
+  }
+  kcg_scope_close(c, col->item);
+  kcg_scope_close(c, col->tile);
+}
+
 /* Row values several passes read stay in stack arrays of one row. */
 static bool kcg_c_row_cache_fits(const kcg_ctx *c, int64_t length) {
   int n = 0;
@@ -329,8 +412,10 @@ static void kcg_c_rows(kcg_ctx *c, kcg_c_row *row) {
 kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
   kcg_c_row row;
   kcg_c_split split;
+  kcg_c_col col;
   memset(&row, 0, sizeof row);
   memset(&split, 0, sizeof split);
+  memset(&col, 0, sizeof col);
   c->idx_type = "kiln_i64";
   c->reduce = c->g->kind == KFUSE_ROW ? kcg_c_row_reduce : kcg_c_reduce;
   int64_t loop_row = c->g->kind == KFUSE_LOOP ? kcg_c_loop_rows(c) : 0;
@@ -339,6 +424,8 @@ kiln_status kcg_c_kernel(kcg_ctx *c, kcg_body *out) {
     kcg_c_rows(c, &row);
   else if (split_on)
     kcg_c_split_items(c, &split);
+  else if (kcg_c_col_plan(c, &col))
+    kcg_c_cols(c, &col);
   else
     kcg_c_items(c, loop_row);
   c->skel = NULL;
