@@ -20,7 +20,7 @@
 /* Released blocks of at least KCPU_KEEP_MIN bytes are kept, up to
  * KCPU_KEEP_BLOCKS of them and KCPU_KEEP_BYTES in all, per device. */
 #define KCPU_KEEP_MIN ((size_t)1 << 20)
-#define KCPU_KEEP_BLOCKS 8
+#define KCPU_KEEP_BLOCKS 64
 #define KCPU_KEEP_BYTES ((size_t)1 << 30)
 
 typedef struct kcpu_block {
