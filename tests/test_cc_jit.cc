@@ -138,6 +138,27 @@ TEST_F(CcJitTest, OptionsReachTheCompilerAndTheKey) {
   EXPECT_NE(memcmp(k42, k_none, 16), 0);
 }
 
+// The link's flags (no C runtime files, libm, libmvec) change what the
+// object is, so they are part of the key as the compile flags are.
+TEST_F(CcJitTest, KeyHoldsTheCompileAndLinkFlags) {
+  const char *src = "int value(void) { return 7; }\n";
+  const char *flags[32];
+  int n = cc_test_key_flags(flags, 32);
+  ASSERT_GT(n, 6);
+  EXPECT_STREQ(flags[n - 1], "-lgcc");
+  uint8_t key[16], all[16], compile_only[16];
+  ASSERT_EQ(cc_test_key(cc_, src, nullptr, 0, key), KILN_OK) << kiln_last_error();
+  kcache_test_key(src, cc_test_target(cc_), cc_test_version(cc_), flags, n, all);
+  kcache_test_key(src, cc_test_target(cc_), cc_test_version(cc_), flags, 6, compile_only);
+  EXPECT_EQ(memcmp(key, all, 16), 0);
+  EXPECT_NE(memcmp(key, compile_only, 16), 0);
+  void *so = nullptr;  // and the object links and loads without the C runtime's files
+  size_t size = 0;
+  ASSERT_EQ(cc_test_compile(cc_, "value", src, nullptr, 0, &so, &size), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(CallIntFn(so, size, "value"), 7);
+  free(so);
+}
+
 TEST_F(CcJitTest, SyntaxErrorIsACompileErrorWithLogAndSource) {
   const char *src = "int broken(void) {\n  return 1 +;\n}\n";
   void *so = &so;

@@ -22,6 +22,19 @@ extern char **environ;
 const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS] = {"-O3",     "-march=native", "-fPIC",
                                                  "-shared", "-std=c11",      "-fno-math-errno"};
 
+/* Linked without the C runtime's start files and libc: a kernel object
+ * needs neither (no constructors; libc's functions resolve at dlopen from the
+ * process, which always has libc), and skipping them halves the link, a
+ * fifth of a small kernel's compile. libm and libmvec stay needed libraries
+ * (the process need not have libmvec), libgcc (an archive) any helper
+ * routine the compiler calls. */
+const char *const kcpu_cc_link_flags[] = {"-nostdlib",
+#if defined(__GLIBC__) && defined(__x86_64__)
+                                          "-lmvec", /* vector forms of libm (kernels/host.h) */
+#endif
+                                          "-lm", "-lgcc"};
+const int kcpu_cc_num_link_flags = (int)(sizeof kcpu_cc_link_flags / sizeof *kcpu_cc_link_flags);
+
 /* ---- finding the compiler ---- */
 
 static const char *kcpu_cc_command(void) {

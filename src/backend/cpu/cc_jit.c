@@ -161,17 +161,15 @@ static kiln_status kcpu_cc_compile_fail(const kcpu_cc *cc, const char *name,
 static kiln_status kcpu_cc_invoke(const kcpu_cc *cc, const char *name, const kcpu_cc_job *job,
                                   const char *const *options, int num_options, bool *rejected) {
   kcpu_argv a;
-  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 5, &a);
+  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 3 +
+                                         kcpu_cc_num_link_flags, &a);
   if (st != KILN_OK) return st;
   for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) kcpu_argv_push(&a, kcpu_cc_base_flags[i]);
   for (int i = 0; i < num_options; i++) kcpu_argv_push(&a, options[i]);
   kcpu_argv_push(&a, "-o");
   kcpu_argv_push(&a, job->output);
   kcpu_argv_push(&a, job->source);
-#if defined(__GLIBC__) && defined(__x86_64__)
-  kcpu_argv_push(&a, "-lmvec"); /* the vector forms of libm's functions (kernels/host.h) */
-#endif
-  kcpu_argv_push(&a, "-lm"); /* kernels call libm; the object then says so itself */
+  for (int i = 0; i < kcpu_cc_num_link_flags; i++) kcpu_argv_push(&a, kcpu_cc_link_flags[i]);
   kcpu_cc_output log;
   int wstatus = 0;
   st = kcpu_cc_run("kcpu_cc_compile", a.v, &log, &wstatus);
@@ -218,12 +216,15 @@ static kiln_status kcpu_cc_compile_unranged(const kcpu_cc *cc, const char *name,
 
 /* ---- through the cache ---- */
 
-/* The key's options are the base flags followed by the caller's. */
+/* The key's options are the base flags, the caller's, then the link's. */
 static const char **kcpu_cc_all_options(const char *const *options, int num_options) {
-  const char **all = malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options) * sizeof *all);
+  int n = 0;
+  const char **all =
+      malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options + kcpu_cc_num_link_flags) * sizeof *all);
   if (!all) return NULL;
-  for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) all[i] = kcpu_cc_base_flags[i];
-  for (int i = 0; i < num_options; i++) all[KCPU_CC_NUM_BASE_FLAGS + i] = options[i];
+  for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) all[n++] = kcpu_cc_base_flags[i];
+  for (int i = 0; i < num_options; i++) all[n++] = options[i];
+  for (int i = 0; i < kcpu_cc_num_link_flags; i++) all[n++] = kcpu_cc_link_flags[i];
   return all;
 }
 
@@ -240,7 +241,8 @@ kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const
                             .target = cc->target,
                             .compiler = cc->version,
                             .options = all,
-                            .num_options = KCPU_CC_NUM_BASE_FLAGS + num_options};
+                            .num_options =
+                                KCPU_CC_NUM_BASE_FLAGS + num_options + kcpu_cc_num_link_flags};
   kcache_key_make(&parts, out);
   free(all);
   return KILN_OK;

@@ -97,6 +97,9 @@ void kcpu_cc_unload(kcpu_cc_module *m);
  * math calls vectorize (kernels never read errno). */
 #define KCPU_CC_NUM_BASE_FLAGS 6
 extern const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS];
+/* After the source: the link. Part of every key, as the base flags. */
+extern const char *const kcpu_cc_link_flags[];
+extern const int kcpu_cc_num_link_flags;
 
 struct kcpu_cc {
   char *command;                   /* $CC or "cc", split in place into words */
