@@ -162,14 +162,14 @@ static kiln_status kcpu_cc_invoke(const kcpu_cc *cc, const char *name, const kcp
                                   const char *const *options, int num_options, bool *rejected) {
   kcpu_argv a;
   kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 3 +
-                                         kcpu_cc_num_link_flags, &a);
+                                         cc->num_link_flags, &a);
   if (st != KILN_OK) return st;
   for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) kcpu_argv_push(&a, kcpu_cc_base_flags[i]);
   for (int i = 0; i < num_options; i++) kcpu_argv_push(&a, options[i]);
   kcpu_argv_push(&a, "-o");
   kcpu_argv_push(&a, job->output);
   kcpu_argv_push(&a, job->source);
-  for (int i = 0; i < kcpu_cc_num_link_flags; i++) kcpu_argv_push(&a, kcpu_cc_link_flags[i]);
+  for (int i = 0; i < cc->num_link_flags; i++) kcpu_argv_push(&a, cc->link_flags[i]);
   kcpu_cc_output log;
   int wstatus = 0;
   st = kcpu_cc_run("kcpu_cc_compile", a.v, &log, &wstatus);
@@ -217,14 +217,15 @@ static kiln_status kcpu_cc_compile_unranged(const kcpu_cc *cc, const char *name,
 /* ---- through the cache ---- */
 
 /* The key's options are the base flags, the caller's, then the link's. */
-static const char **kcpu_cc_all_options(const char *const *options, int num_options) {
+static const char **kcpu_cc_all_options(const kcpu_cc *cc, const char *const *options,
+                                        int num_options) {
   int n = 0;
   const char **all =
-      malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options + kcpu_cc_num_link_flags) * sizeof *all);
+      malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options + cc->num_link_flags) * sizeof *all);
   if (!all) return NULL;
   for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) all[n++] = kcpu_cc_base_flags[i];
   for (int i = 0; i < num_options; i++) all[n++] = options[i];
-  for (int i = 0; i < kcpu_cc_num_link_flags; i++) all[n++] = kcpu_cc_link_flags[i];
+  for (int i = 0; i < cc->num_link_flags; i++) all[n++] = cc->link_flags[i];
   return all;
 }
 
@@ -234,7 +235,7 @@ kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const
     return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_key: cc, source or out is NULL");
   kiln_status st = kcpu_cc_check_options("kcpu_cc_key", options, num_options);
   if (st != KILN_OK) return st;
-  const char **all = kcpu_cc_all_options(options, num_options);
+  const char **all = kcpu_cc_all_options(cc, options, num_options);
   if (!all) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_key: out of host memory");
   kcache_key_parts parts = {.source = source,
                             .source_size = strlen(source),
@@ -242,7 +243,7 @@ kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const
                             .compiler = cc->version,
                             .options = all,
                             .num_options =
-                                KCPU_CC_NUM_BASE_FLAGS + num_options + kcpu_cc_num_link_flags};
+                                KCPU_CC_NUM_BASE_FLAGS + num_options + cc->num_link_flags};
   kcache_key_make(&parts, out);
   free(all);
   return KILN_OK;

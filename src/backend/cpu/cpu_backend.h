@@ -97,9 +97,6 @@ void kcpu_cc_unload(kcpu_cc_module *m);
  * math calls vectorize (kernels never read errno). */
 #define KCPU_CC_NUM_BASE_FLAGS 6
 extern const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS];
-/* After the source: the link. Part of every key, as the base flags. */
-extern const char *const kcpu_cc_link_flags[];
-extern const int kcpu_cc_num_link_flags;
 
 struct kcpu_cc {
   char *command;                   /* $CC or "cc", split in place into words */
@@ -109,6 +106,8 @@ struct kcpu_cc {
   char *version;  /* `cc --version`'s first line */
   char *target;   /* triple, -march=native and a digest of the CPU features it enables */
   char *flags;    /* kcpu_cc_base_flags joined, for messages */
+  const char *const *link_flags; /* after the source; part of every key (cc_compiler.c) */
+  int num_link_flags;
   char *tmp_dir;  /* $TMPDIR or /tmp */
   char *dump_dir; /* NULL: sources are not dumped */
   kiln_log_level level;
