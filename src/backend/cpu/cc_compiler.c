@@ -19,8 +19,8 @@
 
 extern char **environ;
 
-const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS] = {"-O3",     "-march=native", "-fPIC",
-                                                 "-shared", "-std=c11",      "-fno-math-errno"};
+const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS] = {
+    "-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-fno-math-errno", "-pipe"};
 
 /* Linked without the C runtime's start files and libc: a kernel object
  * needs neither (no constructors; libc's functions resolve at dlopen from the
