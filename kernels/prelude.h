@@ -333,18 +333,9 @@ KILN_FN double kiln_erf_inv_f64(double x) {
   KILN_FN T kiln_##FS##_to_##IS(F x) {                       \
     return x != x ? (T)0 : x <= (F)(LO) ? (T)(MINV) : x >= (F)(HI) ? (T)(MAXV) : (T)x; \
   }
-#define KILN_F2I_ALL(FS, F)                                                                     \
-  KILN_F2I(FS, F, i8, kiln_i8, -128.0, 128.0, -128, 127)                                        \
-  KILN_F2I(FS, F, i16, kiln_i16, -32768.0, 32768.0, -32768, 32767)                              \
-  KILN_F2I(FS, F, i32, kiln_i32, -2147483648.0, 2147483648.0, (-2147483647 - 1), 2147483647)    \
-  KILN_F2I(FS, F, i64, kiln_i64, -9223372036854775808.0, 9223372036854775808.0,                \
-           (-9223372036854775807LL - 1), 9223372036854775807LL)                                 \
-  KILN_F2I(FS, F, u8, kiln_u8, 0.0, 256.0, 0, 255)                                              \
-  KILN_F2I(FS, F, u16, kiln_u16, 0.0, 65536.0, 0, 65535)                                        \
-  KILN_F2I(FS, F, u32, kiln_u32, 0.0, 4294967296.0, 0, 4294967295u)                             \
-  KILN_F2I(FS, F, u64, kiln_u64, 0.0, 18446744073709551616.0, 0, 18446744073709551615ull)
-KILN_F2I_ALL(f32, float)
-KILN_F2I_ALL(f64, double)
+/* Both float types to one integer type. */
+#define KILN_F2I_BOTH(IS, T, LO, HI, MINV, MAXV) \
+  KILN_F2I(f32, float, IS, T, LO, HI, MINV, MAXV) KILN_F2I(f64, double, IS, T, LO, HI, MINV, MAXV)
 
 /* ---- integers: two's complement wrap-around and XLA's edge cases ----
  * S: suffix, T: type, UN/SN: unsigned/signed of T's width, UW: unsigned
@@ -393,20 +384,59 @@ KILN_F2I_ALL(f64, double)
   KILN_FN T kiln_div_##S(T a, T b) { return b == 0 ? (T)~(T)0 : (T)(a / b); }         \
   KILN_FN T kiln_rem_##S(T a, T b) { return b == 0 ? a : (T)(a % b); }
 
-KILN_SINT_OPS(i8, kiln_i8, kiln_u8, kiln_i8, kiln_u32, 8, KILN_POPC32, -128)
-KILN_SINT_OPS(i16, kiln_i16, kiln_u16, kiln_i16, kiln_u32, 16, KILN_POPC32, -32768)
-KILN_SINT_OPS(i32, kiln_i32, kiln_u32, kiln_i32, kiln_u32, 32, KILN_POPC32, (-2147483647 - 1))
-KILN_SINT_OPS(i64, kiln_i64, kiln_u64, kiln_i64, kiln_u64, 64, KILN_POPC64,
-              (-9223372036854775807LL - 1))
-KILN_UINT_OPS(u8, kiln_u8, kiln_u8, kiln_i8, kiln_u32, 8, KILN_POPC32)
-KILN_UINT_OPS(u16, kiln_u16, kiln_u16, kiln_i16, kiln_u32, 16, KILN_POPC32)
-KILN_UINT_OPS(u32, kiln_u32, kiln_u32, kiln_i32, kiln_u32, 32, KILN_POPC32)
-KILN_UINT_OPS(u64, kiln_u64, kiln_u64, kiln_i64, kiln_u64, 64, KILN_POPC64)
-
 /* ---- bool: 0 or 1 ---- */
 KILN_FN kiln_bool kiln_max_bool(kiln_bool a, kiln_bool b) { return (kiln_bool)(a | b); }
 KILN_FN kiln_bool kiln_min_bool(kiln_bool a, kiln_bool b) { return (kiln_bool)(a & b); }
 KILN_FN kiln_bool kiln_and_bool(kiln_bool a, kiln_bool b) { return (kiln_bool)(a & b); }
 KILN_FN kiln_bool kiln_or_bool(kiln_bool a, kiln_bool b) { return (kiln_bool)(a | b); }
 
+#endif
+
+/* ---- integer helpers, per type ----
+ * A host kernel that defines KILN_PRELUDE_TRIM gets the helpers of the
+ * integer types it names only (KILN_USE_<suffix>, src/codegen/emit.c): all
+ * eight are a tenth of a small kernel's compile. Outside the include guard,
+ * each once (KILN_HAVE_<suffix>), so that a later kernel pasted into the
+ * same file still gets the types it names. */
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_i8)) && !defined(KILN_HAVE_i8)
+#define KILN_HAVE_i8
+KILN_SINT_OPS(i8, kiln_i8, kiln_u8, kiln_i8, kiln_u32, 8, KILN_POPC32, -128)
+KILN_F2I_BOTH(i8, kiln_i8, -128.0, 128.0, -128, 127)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_i16)) && !defined(KILN_HAVE_i16)
+#define KILN_HAVE_i16
+KILN_SINT_OPS(i16, kiln_i16, kiln_u16, kiln_i16, kiln_u32, 16, KILN_POPC32, -32768)
+KILN_F2I_BOTH(i16, kiln_i16, -32768.0, 32768.0, -32768, 32767)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_i32)) && !defined(KILN_HAVE_i32)
+#define KILN_HAVE_i32
+KILN_SINT_OPS(i32, kiln_i32, kiln_u32, kiln_i32, kiln_u32, 32, KILN_POPC32, (-2147483647 - 1))
+KILN_F2I_BOTH(i32, kiln_i32, -2147483648.0, 2147483648.0, (-2147483647 - 1), 2147483647)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_i64)) && !defined(KILN_HAVE_i64)
+#define KILN_HAVE_i64
+KILN_SINT_OPS(i64, kiln_i64, kiln_u64, kiln_i64, kiln_u64, 64, KILN_POPC64,
+              (-9223372036854775807LL - 1))
+KILN_F2I_BOTH(i64, kiln_i64, -9223372036854775808.0, 9223372036854775808.0,
+              (-9223372036854775807LL - 1), 9223372036854775807LL)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_u8)) && !defined(KILN_HAVE_u8)
+#define KILN_HAVE_u8
+KILN_UINT_OPS(u8, kiln_u8, kiln_u8, kiln_i8, kiln_u32, 8, KILN_POPC32)
+KILN_F2I_BOTH(u8, kiln_u8, 0.0, 256.0, 0, 255)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_u16)) && !defined(KILN_HAVE_u16)
+#define KILN_HAVE_u16
+KILN_UINT_OPS(u16, kiln_u16, kiln_u16, kiln_i16, kiln_u32, 16, KILN_POPC32)
+KILN_F2I_BOTH(u16, kiln_u16, 0.0, 65536.0, 0, 65535)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_u32)) && !defined(KILN_HAVE_u32)
+#define KILN_HAVE_u32
+KILN_UINT_OPS(u32, kiln_u32, kiln_u32, kiln_i32, kiln_u32, 32, KILN_POPC32)
+KILN_F2I_BOTH(u32, kiln_u32, 0.0, 4294967296.0, 0, 4294967295u)
+#endif
+#if (!defined(KILN_PRELUDE_TRIM) || defined(KILN_USE_u64)) && !defined(KILN_HAVE_u64)
+#define KILN_HAVE_u64
+KILN_UINT_OPS(u64, kiln_u64, kiln_u64, kiln_i64, kiln_u64, 64, KILN_POPC64)
+KILN_F2I_BOTH(u64, kiln_u64, 0.0, 18446744073709551616.0, 0, 18446744073709551615ull)
 #endif

@@ -2,6 +2,7 @@
  * tests/golden/trace_jit.py. Written in C as a user of the API would. */
 #include "jit_cases.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 static kiln_tree *one(kiln_val *v) { return kiln_tree_val(v); }
@@ -20,10 +21,15 @@ static kiln_tree *int_times_float(kiln_trace *t, const kiln_tree *a, void *u) {
   return one(kiln_mul(t, kiln_arg(a, 0), kiln_scalar_f(t, 2.0)));
 }
 
-/* x reduced over axis 1, back to shape [rows, 1]. */
+/* x reduced over axis 1, back to shape [rows, 1]. A sum of f16/bf16 runs in
+ * f32, as jnp.sum computes it (its twin in trace_jit.py). */
 static kiln_val *row_reduce(kiln_trace *t, kiln_val *x, int max) {
   int axis = 1;
-  kiln_val *r = max ? kiln_reduce_max(t, x, 1, &axis) : kiln_reduce_sum(t, x, 1, &axis);
+  kiln_dtype d = kiln_val_dtype(x);
+  bool half = !max && (d == KILN_F16 || d == KILN_BF16);
+  kiln_val *r = max ? kiln_reduce_max(t, x, 1, &axis)
+                    : kiln_reduce_sum(t, half ? kiln_convert(t, x, KILN_F32) : x, 1, &axis);
+  if (half) r = kiln_convert(t, r, d);
   int64_t shape[2] = {kiln_val_shape(x)[0], 1};
   return kiln_reshape(t, r, 2, shape);
 }

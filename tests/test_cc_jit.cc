@@ -83,7 +83,8 @@ TEST_F(CcJitTest, KnowsWhoItIs) {
   EXPECT_EQ(version, FirstLine((command + " --version").c_str()));
   std::string triple = FirstLine((command + " -dumpmachine").c_str());
   EXPECT_TRUE(Contains(cc_test_target(cc_), triple + " -march=native cpu:")) << cc_test_target(cc_);
-  EXPECT_STREQ(cc_test_flags(cc_), "-O3 -march=native -fPIC -shared -std=c11 -fno-math-errno");
+  EXPECT_STREQ(cc_test_flags(cc_),
+               "-O3 -march=native -fPIC -shared -std=c11 -fno-math-errno -pipe");
 }
 
 TEST_F(CcJitTest, CompilesLoadsAndCalls) {
@@ -136,6 +137,32 @@ TEST_F(CcJitTest, OptionsReachTheCompilerAndTheKey) {
   EXPECT_EQ(memcmp(k42, k42b, 16), 0);
   EXPECT_NE(memcmp(k42, k43, 16), 0);
   EXPECT_NE(memcmp(k42, k_none, 16), 0);
+}
+
+// The link's flags (no C runtime files; libm and libmvec named, or global in
+// the process) change what the object is, so they are part of the key as
+// the compile flags are.
+TEST_F(CcJitTest, KeyHoldsTheCompileAndLinkFlags) {
+  const char *src = "int value(void) { return 7; }\n";
+  const char *flags[32];
+  int n = cc_test_key_flags(cc_, flags, 32);
+  int compile = 0;  // the base flags end with -pipe
+  while (compile < n && strcmp(flags[compile], "-pipe") != 0) compile++;
+  ASSERT_LT(compile + 1, n);
+  EXPECT_STREQ(flags[compile + 1], "-nostdlib");
+  EXPECT_STREQ(flags[n - 1], "-lgcc");
+  uint8_t key[16], all[16], compile_only[16];
+  ASSERT_EQ(cc_test_key(cc_, src, nullptr, 0, key), KILN_OK) << kiln_last_error();
+  kcache_test_key(src, cc_test_target(cc_), cc_test_version(cc_), flags, n, all);
+  kcache_test_key(src, cc_test_target(cc_), cc_test_version(cc_), flags, compile + 1,
+                  compile_only);
+  EXPECT_EQ(memcmp(key, all, 16), 0);
+  EXPECT_NE(memcmp(key, compile_only, 16), 0);
+  void *so = nullptr;  // and the object links and loads without the C runtime's files
+  size_t size = 0;
+  ASSERT_EQ(cc_test_compile(cc_, "value", src, nullptr, 0, &so, &size), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(CallIntFn(so, size, "value"), 7);
+  free(so);
 }
 
 TEST_F(CcJitTest, SyntaxErrorIsACompileErrorWithLogAndSource) {

@@ -249,9 +249,9 @@ std::unique_ptr<Kernel> Emit(const kir_program *p, const kfuse_group *g, kcg_tar
 }
 
 // Several kernels of one target in one translation unit: the first kernel's
-// text up to its kiln_kernel_args (the prelude, reduce.h spliced in when it
-// lacks it), then every kernel's definitions after it, each reduction
-// instantiated once. Compiling a test's kernels together costs one host
+// text up to its kiln_kernel_args (the prelude untrimmed, reduce.h and
+// special.h spliced in when it lacks them), then every kernel's definitions
+// after it, each reduction instantiated once. Compiling a test's kernels together costs one host
 // compiler run and one NVRTC program per architecture; that each file also
 // compiles alone is checked by CodegenAbi.
 std::string Combined(const std::vector<const kcg_kernel *> &kernels) {
@@ -266,9 +266,12 @@ std::string Combined(const std::vector<const kcg_kernel *> &kernels) {
     at += mark.size();
     if (i == 0) {
       std::string head = s.substr(0, at);
-      if (!Contains(head, "KILN_KERNELS_REDUCE_H"))
-        head.insert(head.find("\ntypedef struct kiln_kernel_args"),
-                    std::string("\n") + kcg_embedded_source("reduce.h"));
+      for (const char *h : {"special.h", "reduce.h"})
+        if (!Contains(head, kcg_embedded_source(h)))
+          head.insert(head.find("\ntypedef struct kiln_kernel_args"),
+                      std::string("\n") + kcg_embedded_source(h));
+      const std::string trim = "#define KILN_PRELUDE_TRIM 1\n";  // later kernels name other types
+      if (size_t t = head.find(trim); t != std::string::npos) head.erase(t, trim.size());
       out += head;
     }
     std::istringstream lines(s.substr(at));
@@ -1829,6 +1832,31 @@ TEST(CodegenAbi, SignaturesGeometryAndSelfContainedSources) {
   auto other = Emit(loop.get(), gl.get(), KCG_TARGET_CUDA, 80);
   ASSERT_TRUE(other);
   EXPECT_STRNE(other->k.name, kl->k.name);
+}
+
+// A host kernel's prelude keeps the integer helpers of the types the kernel
+// names only (a tenth of a small kernel's compile); each such kernel still
+// compiles and runs alone (CodegenElementwise compiles them combined).
+TEST(CodegenAbi, HostPreludeKeepsTheIntegerTypesTheKernelNames) {
+  Program f = Parse("{ lambda ; a:f32[16]. let b:f32[16] = mul a a in (b,) }");
+  Program i = Parse("{ lambda ; a:i8[16] b:f32[16]. let c:i8[16] = mul a a\n"
+                    " d:u16[16] = convert_element_type[new_dtype=uint16 weak_type=False] b in (c, d) }");
+  ASSERT_TRUE(f && i);
+  Group gf(f.get(), KFUSE_LOOP), gi(i.get(), KFUSE_LOOP);
+  auto kf = Emit(f.get(), gf.get(), KCG_TARGET_C), ki = Emit(i.get(), gi.get(), KCG_TARGET_C);
+  ASSERT_TRUE(kf && ki);
+  std::string sf = kf->k.source, si = ki->k.source;
+  EXPECT_TRUE(Contains(sf, "#define KILN_PRELUDE_TRIM 1\n"));
+  EXPECT_FALSE(Contains(sf, "#define KILN_USE_"));
+  EXPECT_FALSE(Contains(sf, "KILN_KERNELS_SPECIAL_H"));  // no digamma, no reduce_precision
+  EXPECT_TRUE(Contains(si, "#define KILN_USE_i8 1\n"));
+  EXPECT_TRUE(Contains(si, "#define KILN_USE_u16 1\n"));
+  EXPECT_FALSE(Contains(si, "#define KILN_USE_i32 1\n"));
+  auto kc = Emit(i.get(), gi.get(), KCG_TARGET_CUDA, 90);  // NVRTC keeps the whole prelude
+  ASSERT_TRUE(kc);
+  EXPECT_FALSE(Contains(kc->k.source, "KILN_PRELUDE_TRIM 1"));
+  EXPECT_TRUE(Contains(kc->k.source, "KILN_KERNELS_SPECIAL_H"));
+  for (const auto *k : {&kf->k, &ki->k}) EXPECT_TRUE(CompileC(k->name, k->source)) << k->name;
 }
 
 TEST(CodegenAbi, SixtyFourBitIndicesForLargeArrays) {

@@ -71,6 +71,13 @@ const char *cc_test_version(const kcpu_cc *cc) { return kcpu_cc_version(cc); }
 const char *cc_test_target(const kcpu_cc *cc) { return kcpu_cc_target(cc); }
 const char *cc_test_flags(const kcpu_cc *cc) { return kcpu_cc_flags(cc); }
 
+int cc_test_key_flags(const kcpu_cc *cc, const char **out, int cap) {
+  int n = 0;
+  for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS && n < cap; i++) out[n++] = kcpu_cc_base_flags[i];
+  for (int i = 0; i < cc->num_link_flags && n < cap; i++) out[n++] = cc->link_flags[i];
+  return n;
+}
+
 kiln_status cc_test_key(const kcpu_cc *cc, const char *source, const char *const *options,
                         int num_options, uint8_t out[16]) {
   kcache_key k;

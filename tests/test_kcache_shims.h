@@ -46,6 +46,8 @@ void cc_test_free(kcpu_cc *cc);
 const char *cc_test_version(const kcpu_cc *cc);
 const char *cc_test_target(const kcpu_cc *cc);
 const char *cc_test_flags(const kcpu_cc *cc);
+/* The flags every key holds: the base (compile) flags, then the link's. */
+int cc_test_key_flags(const kcpu_cc *cc, const char **out, int cap);
 kiln_status cc_test_key(const kcpu_cc *cc, const char *source, const char *const *options,
                         int num_options, uint8_t out[16]);
 kiln_status cc_test_compile(const kcpu_cc *cc, const char *name, const char *source,

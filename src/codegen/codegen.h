@@ -152,7 +152,7 @@ kiln_status kcg_emit_window(const kir_program *p, const kir_eqn *e, const kcg_ta
 /* Put before the prelude in every host kernel file: the prelude then
  * declares the C library functions kernels call instead of including
  * <math.h> and friends (kernels/prelude.h). */
-#define KCG_HOST_KERNEL_MARK "#define KILN_HOST_KERNEL 1\n"
+#define KCG_HOST_KERNEL_MARK "#define KILN_HOST_KERNEL 1\n#undef KILN_PRELUDE_TRIM\n"
 
 /* The text of a file of kernels/ embedded at build time ("prelude.h",
  * "reduce.h", "threefry.h", ...); NULL if there is none of that name. */

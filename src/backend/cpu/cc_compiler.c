@@ -19,8 +19,46 @@
 
 extern char **environ;
 
-const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS] = {"-O3",     "-march=native", "-fPIC",
-                                                 "-shared", "-std=c11",      "-fno-math-errno"};
+const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS] = {
+    "-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-fno-math-errno", "-pipe"};
+
+/* Linked without the C runtime's start files and libc: a kernel object
+ * needs neither (no constructors; libc's functions resolve at dlopen from the
+ * process, which always has libc), and skipping them halves the link, a
+ * fifth of a small kernel's compile. libgcc (an archive) brings any helper
+ * routine the compiler calls. libm and libmvec (the vector forms that
+ * kernels/host.h declares) are named too, unless kcpu_cc_math_global made
+ * them global in this process: their symbols then resolve at dlopen as
+ * libc's do, and the linker skips reading them (a tenth of the compile). */
+static const char *const kcpu_cc_link_named[] = {"-nostdlib",
+#if defined(__GLIBC__) && defined(__x86_64__)
+                                                 "-lmvec",
+#endif
+                                                 "-lm", "-lgcc"};
+static const char *const kcpu_cc_link_global[] = {"-nostdlib", "-lgcc"};
+
+static pthread_once_t kcpu_cc_math_once = PTHREAD_ONCE_INIT;
+static bool kcpu_cc_math_is_global;
+
+/* Once per process; the handles stay open for its life, as the kernels
+ * loaded later depend on them. */
+static void kcpu_cc_math_global(void) {
+#if defined(__GLIBC__) && defined(__x86_64__)
+  kcpu_cc_math_is_global = dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL) &&
+                           dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
+#endif
+}
+
+static void kcpu_cc_choose_link(kcpu_cc *cc) {
+  pthread_once(&kcpu_cc_math_once, kcpu_cc_math_global);
+  if (kcpu_cc_math_is_global) {
+    cc->link_flags = kcpu_cc_link_global;
+    cc->num_link_flags = (int)(sizeof kcpu_cc_link_global / sizeof *kcpu_cc_link_global);
+  } else {
+    cc->link_flags = kcpu_cc_link_named;
+    cc->num_link_flags = (int)(sizeof kcpu_cc_link_named / sizeof *kcpu_cc_link_named);
+  }
+}
 
 /* ---- finding the compiler ---- */
 
@@ -333,6 +371,7 @@ kiln_status kcpu_cc_new(const char *dump_dir, kiln_log_level level, kcpu_cc **ou
   kcpu_cc *cc = calloc(1, sizeof *cc);
   if (!cc) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_new: out of host memory");
   cc->level = level;
+  kcpu_cc_choose_link(cc);
   const char *tmp = getenv("TMPDIR");
   kiln_status st = kcpu_cc_locate(cc);
   if (st == KILN_OK && !kcpu_cc_recall(cc)) {

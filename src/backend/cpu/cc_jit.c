@@ -161,17 +161,15 @@ static kiln_status kcpu_cc_compile_fail(const kcpu_cc *cc, const char *name,
 static kiln_status kcpu_cc_invoke(const kcpu_cc *cc, const char *name, const kcpu_cc_job *job,
                                   const char *const *options, int num_options, bool *rejected) {
   kcpu_argv a;
-  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 5, &a);
+  kiln_status st = kcpu_argv_new(cc, KCPU_CC_NUM_BASE_FLAGS + num_options + 3 +
+                                         cc->num_link_flags, &a);
   if (st != KILN_OK) return st;
   for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) kcpu_argv_push(&a, kcpu_cc_base_flags[i]);
   for (int i = 0; i < num_options; i++) kcpu_argv_push(&a, options[i]);
   kcpu_argv_push(&a, "-o");
   kcpu_argv_push(&a, job->output);
   kcpu_argv_push(&a, job->source);
-#if defined(__GLIBC__) && defined(__x86_64__)
-  kcpu_argv_push(&a, "-lmvec"); /* the vector forms of libm's functions (kernels/host.h) */
-#endif
-  kcpu_argv_push(&a, "-lm"); /* kernels call libm; the object then says so itself */
+  for (int i = 0; i < cc->num_link_flags; i++) kcpu_argv_push(&a, cc->link_flags[i]);
   kcpu_cc_output log;
   int wstatus = 0;
   st = kcpu_cc_run("kcpu_cc_compile", a.v, &log, &wstatus);
@@ -218,12 +216,16 @@ static kiln_status kcpu_cc_compile_unranged(const kcpu_cc *cc, const char *name,
 
 /* ---- through the cache ---- */
 
-/* The key's options are the base flags followed by the caller's. */
-static const char **kcpu_cc_all_options(const char *const *options, int num_options) {
-  const char **all = malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options) * sizeof *all);
+/* The key's options are the base flags, the caller's, then the link's. */
+static const char **kcpu_cc_all_options(const kcpu_cc *cc, const char *const *options,
+                                        int num_options) {
+  int n = 0;
+  const char **all =
+      malloc((size_t)(KCPU_CC_NUM_BASE_FLAGS + num_options + cc->num_link_flags) * sizeof *all);
   if (!all) return NULL;
-  for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) all[i] = kcpu_cc_base_flags[i];
-  for (int i = 0; i < num_options; i++) all[KCPU_CC_NUM_BASE_FLAGS + i] = options[i];
+  for (int i = 0; i < KCPU_CC_NUM_BASE_FLAGS; i++) all[n++] = kcpu_cc_base_flags[i];
+  for (int i = 0; i < num_options; i++) all[n++] = options[i];
+  for (int i = 0; i < cc->num_link_flags; i++) all[n++] = cc->link_flags[i];
   return all;
 }
 
@@ -233,14 +235,15 @@ kiln_status kcpu_cc_key(const kcpu_cc *cc, const char *source, const char *const
     return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_cc_key: cc, source or out is NULL");
   kiln_status st = kcpu_cc_check_options("kcpu_cc_key", options, num_options);
   if (st != KILN_OK) return st;
-  const char **all = kcpu_cc_all_options(options, num_options);
+  const char **all = kcpu_cc_all_options(cc, options, num_options);
   if (!all) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_cc_key: out of host memory");
   kcache_key_parts parts = {.source = source,
                             .source_size = strlen(source),
                             .target = cc->target,
                             .compiler = cc->version,
                             .options = all,
-                            .num_options = KCPU_CC_NUM_BASE_FLAGS + num_options};
+                            .num_options =
+                                KCPU_CC_NUM_BASE_FLAGS + num_options + cc->num_link_flags};
   kcache_key_make(&parts, out);
   free(all);
   return KILN_OK;

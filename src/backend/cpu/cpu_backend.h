@@ -94,8 +94,9 @@ void kcpu_cc_unload(kcpu_cc_module *m);
 #define KCPU_CC_NAME_MAX 64          /* characters of a kernel name in file names */
 
 /* Every compile; -fPIC -shared make a loadable object, -fno-math-errno lets
- * math calls vectorize (kernels never read errno). */
-#define KCPU_CC_NUM_BASE_FLAGS 6
+ * math calls vectorize (kernels never read errno), -pipe runs the assembler
+ * beside the compiler instead of after it (the machine's other core). */
+#define KCPU_CC_NUM_BASE_FLAGS 7
 extern const char *const kcpu_cc_base_flags[KCPU_CC_NUM_BASE_FLAGS];
 
 struct kcpu_cc {
@@ -106,6 +107,8 @@ struct kcpu_cc {
   char *version;  /* `cc --version`'s first line */
   char *target;   /* triple, -march=native and a digest of the CPU features it enables */
   char *flags;    /* kcpu_cc_base_flags joined, for messages */
+  const char *const *link_flags; /* after the source; part of every key (cc_compiler.c) */
+  int num_link_flags;
   char *tmp_dir;  /* $TMPDIR or /tmp */
   char *dump_dir; /* NULL: sources are not dumped */
   kiln_log_level level;
