@@ -294,7 +294,9 @@ TEST_F(JitShardings, LoweredIrShowsTheMoveToTheInSpec) {
     ASSERT_EQ(kiln_lowered_as_text(l, &text), KILN_OK);
     bool moved = !ordinary && std::string(from) != "data, None";
     EXPECT_EQ(Contains(text, put), moved) << text;
-    if (moved) EXPECT_TRUE(Contains(text, "in_specs=\"data, None\"")) << text;
+    if (moved) {
+      EXPECT_TRUE(Contains(text, "in_specs=\"data, None\"")) << text;
+    }
     kiln_tree *y = nullptr;  // and the call agrees with the text
     ASSERT_EQ(kiln_jit_call(j, args, &y), KILN_OK) << kiln_last_error();
     free(text);
