@@ -2,6 +2,7 @@
  * running a group's equations one by one on the reference evaluators (groups
  * the emitter declines, OPAQUE groups, and on the CPU the DOT groups). */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fuse/fuse.h"
@@ -124,7 +125,7 @@ typedef struct kfuse_group_run {
 static char kfuse_empty[1]; /* the address of zero-size data */
 
 static void *kfuse_where(const kfuse_group_run *r, kir_vid v) {
-  void *a = r->temp[v] ? r->temp[v] : r->addr(r->user, v);
+  void *a = r->temp && r->temp[v] ? r->temp[v] : r->addr(r->user, v);
   return a ? a : kfuse_empty;
 }
 
@@ -159,9 +160,55 @@ static kiln_status kfuse_run_eqn(kfuse_group_run *r, int index) {
   return st;
 }
 
+/* A DOT group with a bias (and relu) epilogue over a plain GEMM: the GEMM
+ * writes the group's output and one pass over it adds the bias and takes
+ * max(., +0) as the reference's IEEE maximum does (NaN stays NaN, -0
+ * becomes +0), in place: no temporaries, no reference evaluation of the
+ * epilogue. False when the group is not of that form. */
+static bool kfuse_gemm_epilogue(const kfuse_group_run *r, const kfuse_group *g) {
+  const kir_program *p = r->p;
+  const kir_eqn *d = &p->eqns[g->eqns[0]];
+  kfuse_gemm gemm;
+  if (g->kind != KFUSE_DOT || g->epilogue == KFUSE_EPILOGUE_NONE || g->n_out != 1 ||
+      d->prim != KIR_PRIM_DOT_GENERAL || !kfuse_plain_gemm(p, d, &gemm) ||
+      kir_var_aval(p, g->bias)->dtype != gemm.dtype)
+    return false;
+  bool relu = g->epilogue == KFUSE_EPILOGUE_BIAS_RELU;
+  if (relu) { /* max(s, -0) keeps a +0 s: only the +0 literal's form here */
+    const kir_eqn *mx = &p->eqns[g->eqns[g->n_eqns - 1]];
+    kir_vid z = p->vars[mx->in[0]].kind == KIR_VAR_LITERAL ? mx->in[0] : mx->in[1];
+    if (mx->prim != KIR_PRIM_MAX || p->vars[z].kind != KIR_VAR_LITERAL ||
+        signbit(p->vars[z].u.literal.f))
+      return false;
+  }
+  void *c = kfuse_where(r, g->out[0]);
+  const void *bias = kfuse_where(r, g->bias);
+  kfuse_run_gemm(&gemm, kfuse_where(r, d->in[0]), kfuse_where(r, d->in[1]), c);
+  int64_t rows = gemm.batch * gemm.m, n = gemm.n;
+  for (int64_t i = 0; i < rows; i++) {
+    if (gemm.dtype == KILN_F32) {
+      float *y = (float *)c + i * n;
+      const float *bv = bias;
+      for (int64_t j = 0; j < n; j++) {
+        float s = y[j] + bv[j];
+        y[j] = !relu || s > 0.0f || isnan(s) ? s : 0.0f;
+      }
+    } else {
+      double *y = (double *)c + i * n;
+      const double *bv = bias;
+      for (int64_t j = 0; j < n; j++) {
+        double s = y[j] + bv[j];
+        y[j] = !relu || s > 0.0 || isnan(s) ? s : 0.0;
+      }
+    }
+  }
+  return true;
+}
+
 kiln_status kfuse_eval_group(const kir_program *p, const kfuse_plan *plan, const kfuse_group *g,
                              const kir_eval_env *env, kfuse_addr_fn addr, void *user) {
   kfuse_group_run r = {p, plan, env, addr, user, NULL};
+  if (kfuse_gemm_epilogue(&r, g)) return KILN_OK;
   if (!(r.temp = calloc((size_t)(p->n_vars ? p->n_vars : 1), sizeof *r.temp)))
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   kiln_status st = KILN_OK;
