@@ -180,6 +180,14 @@ static void kcg_c_items(kcg_ctx *c, int64_t len) {
   if (len) kcg_scope_close(c, rs);
 }
 
+/* Every output's element of the item at linear index it. */
+static void kcg_c_store_items(kcg_ctx *c, kcg_term it) {
+  for (int k = 0; k < c->g->n_out; k++) {
+    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
+    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
+  }
+}
+
 /* ---- split reductions ---- */
 
 /* The split of the group, or false: one set, over trailing axes (an item's
@@ -279,11 +287,7 @@ static void kcg_c_split_items(kcg_ctx *c, kcg_c_split *sp) {
       "}");
   c->skel = sp;
   c->reduce = kcg_c_split_reduce;
-  kcg_term it = kcg_term_make("i", sp->scope);
-  for (int k = 0; k < c->g->n_out; k++) {
-    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
-    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
-  }
+  kcg_c_store_items(c, kcg_term_make("i", sp->scope));
   kcg_scope_close(c, sp->scope);
 }
 
@@ -348,11 +352,7 @@ static void kcg_c_cols(kcg_ctx *c, kcg_c_col *col) {
                              "for (kiln_i64 t = 0; t < tn; ++t) {\n  const kiln_i64 i = i0 + t;", "}");
   c->skel = col;
   c->reduce = kcg_c_col_reduce;
-  kcg_term it = kcg_term_make("i", col->item);
-  for (int k = 0; k < c->g->n_out; k++) {
-    const kir_aval *a = kir_var_aval(c->p, c->g->out[k]);
-    kcg_store(c, c->g->n_in + k, c->g->out[k], kcg_index_get(c, a->rank, a->shape, &it, NULL));
-  }
+  kcg_c_store_items(c, kcg_term_make("i", col->item));
   kcg_scope_close(c, col->item);
   kcg_scope_close(c, col->tile);
 }
