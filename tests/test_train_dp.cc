@@ -111,6 +111,25 @@ TEST_F(TrainDp, PrefetchSizesAndResumeKeepTheCurve) {
   EXPECT_EQ(s1.steps, kStepsPerEpoch + 1);
 }
 
+// devices 0, the main job's default: every device of the context, on CPU
+// KILN_NUM_CPU_DEVICES of them, 2 when it is unset.
+TEST_F(TrainDp, DevicesZeroTakesEveryDeviceOfTheContext) {
+  const char *env = getenv("KILN_NUM_CPU_DEVICES");
+  std::string saved = env ? env : "";
+  for (const char *n : {(const char *)nullptr, "4"}) {
+    if (n) setenv("KILN_NUM_CPU_DEVICES", n, 1);
+    else unsetenv("KILN_NUM_CPU_DEVICES");
+    train_config c = dp_config(n ? "every4" : "every", 0);
+    c.max_steps = 2;
+    train_summary s;
+    ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+    EXPECT_EQ(s.devices, n ? 4 : 2);
+    EXPECT_EQ(s.steps, 2);
+  }
+  if (env) setenv("KILN_NUM_CPU_DEVICES", saved.c_str(), 1);
+  else unsetenv("KILN_NUM_CPU_DEVICES");
+}
+
 TEST_F(TrainDp, ABatchThatDoesNotSplitIsRefused) {
   train_config c = dp_config("odd", 3);  // 32 rows over 3 devices
   EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_ARGUMENT);

@@ -150,7 +150,7 @@ def kiln_run(args, steps):
         cmd = [args.kiln, "--data", args.data, "--out", out, "--max-steps", str(steps),
                "--log-every", "1", "--batch-size", str(args.batch_size), "--lr", str(args.lr),
                "--seed", str(args.seed), "--epochs", str(run_epochs(args)), "--model", "mlp",
-               "--hidden", ",".join(map(str, args.hidden)), "--quiet"]
+               "--hidden", ",".join(map(str, args.hidden)), "--devices", "1", "--quiet"]
         if args.cosine:
             cmd.append("--cosine")
         done = subprocess.run(cmd, capture_output=True, text=True)

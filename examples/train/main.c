@@ -33,7 +33,8 @@ static void usage(FILE *f) {
           "  --log-every N     a metrics line every N steps (default %lld)\n"
           "  --resume          continue from DIR/checkpoint.safetensors\n"
           "  --devices N       data-parallel over N devices (CPU: N virtual devices;\n"
-          "                    the batch size must be a multiple of N; default 1)\n"
+          "                    the batch size must be a multiple of N; default: every\n"
+          "                    device of the context, on CPU KILN_NUM_CPU_DEVICES or 2)\n"
           "  --prefetch N      batches uploaded ahead of the step (1-8, default 2)\n"
           "  --quiet           no progress output\n",
           d.data_dir, d.out_dir, d.epochs, (long long)d.batch_size, d.learning_rate, d.seed,
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   train_config c = train_default_config();
   train_use_cnn(&c);
+  c.devices = 0; /* every device of the context, as flax examples use jax.devices() */
   int n_hidden = -1, n_conv = -1; /* --hidden, --conv: applied after --model */
   int64_t hidden[TRAIN_MAX_LAYERS], conv[TRAIN_MAX_LAYERS];
   for (int i = 1; i < argc; i++) {

@@ -342,7 +342,8 @@ static int make_dirs(const char *path) {
 /* ---- the run ---- */
 
 typedef struct run {
-  const train_config *cfg;
+  const train_config *cfg; /* &own */
+  train_config own;        /* the caller's, with devices resolved */
   kiln_ctx *ctx;
   kiln_device *dev;
   dataset train, test;
@@ -360,8 +361,8 @@ static kiln_status setup(run *r, train_summary *sum) {
   kiln_status s;
   if (cfg->batch_size < 1 || cfg->epochs < 1 || cfg->n_hidden < 0 ||
       cfg->n_hidden > TRAIN_MAX_LAYERS || cfg->n_conv < 0 || cfg->n_conv > TRAIN_MAX_LAYERS ||
-      cfg->log_every < 1 || cfg->devices < 1 ||
-      cfg->devices > 1024 || cfg->batch_size % cfg->devices) {
+      cfg->log_every < 1 || cfg->devices < 0 ||
+      cfg->devices > 1024 || (cfg->devices && cfg->batch_size % cfg->devices)) {
     kiln_clear_error();
     return fail(KILN_ERR_ARGUMENT,
                 "train: invalid configuration (batch %lld, epochs %d, %d conv and %d hidden "
@@ -376,9 +377,19 @@ static kiln_status setup(run *r, train_summary *sum) {
   snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.safetensors", cfg->out_dir);
   kiln_options opts;
   kiln_options_init(&opts);
-  if (cfg->devices > 1) opts.num_cpu_devices = cfg->devices; /* used when the backend is CPU */
+  /* used when the backend is CPU; devices 0: KILN_NUM_CPU_DEVICES, else 2 */
+  if (cfg->devices > 1) opts.num_cpu_devices = cfg->devices;
+  if (cfg->devices == 0 && !getenv("KILN_NUM_CPU_DEVICES")) opts.num_cpu_devices = 2;
   if ((s = kiln_ctx_new(&opts, &r->ctx)) || (s = kiln_device_get(r->ctx, 0, &r->dev)))
     return fail(s, "opening a kiln context");
+  if (r->own.devices == 0 && (r->own.devices = kiln_device_count(r->ctx)) > 1024)
+    r->own.devices = 1024;
+  if (cfg->batch_size % cfg->devices) {
+    kiln_clear_error();
+    return fail(KILN_ERR_ARGUMENT, "train: a batch of %lld does not split evenly over the "
+                "context's %d devices (pass --devices)", (long long)cfg->batch_size, cfg->devices);
+  }
+  sum->devices = cfg->devices;
   if (kiln_device_count(r->ctx) < cfg->devices) {
     kiln_clear_error();
     return fail(KILN_ERR_ARGUMENT, "train: --devices %d, but the context has %d", cfg->devices,
@@ -562,7 +573,8 @@ static kiln_status train_loop(run *r, train_summary *sum) {
 kiln_status train_run(const train_config *cfg, train_summary *summary) {
   last_error[0] = 0;
   train_summary sum = {.resumed_from = -1};
-  run r = {.cfg = cfg};
+  run r = {.own = *cfg};
+  r.cfg = &r.own;
   kiln_status s = setup(&r, &sum);
   if (!s) s = train_loop(&r, &sum);
   if (r.metrics && fclose(r.metrics) && !s) {

@@ -33,7 +33,8 @@ typedef struct train_config {
   int quiet; /* no progress output */
   /* Data-parallel over the context's first `devices` devices (1: the
    * one-device step); on CPU the context gets that many virtual devices.
-   * batch_size must be a multiple of it. */
+   * 0: every device of the context (all GPUs; on CPU KILN_NUM_CPU_DEVICES
+   * devices, 2 when it is unset). batch_size must be a multiple of it. */
   int devices;
   int check_replicas; /* measure train_summary.replica_spread each step */
   /* Batches uploaded ahead of the step by kiln_prefetch (flax's
@@ -56,6 +57,7 @@ typedef struct train_summary {
   double examples_per_s; /* over this run's steps */
   double replica_spread; /* check_replicas: the largest difference of a
                             parameter between two devices after any step */
+  int devices;           /* the devices the run was data-parallel over */
 } train_summary;
 
 /* Trains as configured; a failure returns its status with kiln_last_error()
