@@ -95,9 +95,11 @@ kiln_status dp_step_new(kiln_ctx *ctx, model *m, int n_devices, int check_replic
 static kiln_status stack_shards(const kiln_leaf *const *leaves, size_t n, void *user,
                                 kiln_leaf *out) {
   kiln_array *shards[kMaxDevices];
-  if (n > kMaxDevices) return KILN_ERR_ARGUMENT;
+  if (n > kMaxDevices)
+    return kiln_fail(KILN_ERR_ARGUMENT, "dp_batch: %zu device parts, at most %d", n, kMaxDevices);
   for (size_t i = 0; i < n; i++) {
-    if (leaves[i]->kind != KILN_LEAF_ARRAY) return KILN_ERR_TREE;
+    if (leaves[i]->kind != KILN_LEAF_ARRAY)
+      return kiln_fail(KILN_ERR_TREE, "dp_batch: device %zu's part holds a leaf that is no array", i);
     shards[i] = leaves[i]->u.array;
   }
   int rank = kiln_array_rank(shards[0]);
@@ -111,7 +113,8 @@ static kiln_status stack_shards(const kiln_leaf *const *leaves, size_t n, void *
 
 static kiln_status adopt(const kiln_leaf *const *leaves, size_t n, void *user, kiln_leaf *out) {
   (void)n;
-  if (leaves[0]->kind != KILN_LEAF_ARRAY) return KILN_ERR_TREE;
+  if (leaves[0]->kind != KILN_LEAF_ARRAY)
+    return kiln_fail(KILN_ERR_TREE, "dp_replicate: a replicated leaf is no array");
   out->kind = KILN_LEAF_ARRAY;
   return kiln_device_put_sharded(leaves[0]->u.array, user, &out->u.array);
 }
@@ -131,7 +134,9 @@ kiln_status dp_replicate(kiln_ctx *ctx, const dp_step *d, kiln_tree **tree) {
 kiln_status dp_batch(const dp_step *d, kiln_tree **batch) {
   size_t n = kiln_tree_num_children(*batch);
   const kiln_tree *parts[kMaxDevices];
-  if (n != (size_t)d->n_devices || n > kMaxDevices) return KILN_ERR_ARGUMENT;
+  if (n != (size_t)d->n_devices || n > kMaxDevices)
+    return kiln_fail(KILN_ERR_ARGUMENT, "dp_batch: %zu device parts for a step over %d devices", n,
+                     d->n_devices);
   for (size_t i = 0; i < n; i++) parts[i] = kiln_tree_child(*batch, i);
   kiln_tree *stacked = NULL;
   kiln_status s = kiln_tree_map(stack_shards, d->batch, n, parts, &stacked);

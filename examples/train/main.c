@@ -66,9 +66,12 @@ static int parse_widths(const char *s, int *n, int64_t *widths) {
 }
 
 int main(int argc, char **argv) {
-  /* Keep the steps' freed buffers (tens of MB each) in the heap: glibc would
-   * return them to the kernel with munmap, and every step would then pay
-   * for page faults on fresh pages (a sixth of the CNN's step). */
+  /* Keep freed buffers (tens of MB each) in the main heap rather than
+   * returned with munmap. The per-step page faults this was meant for came
+   * from the device threads' own glibc heaps, which this does not cover;
+   * kiln now reuses an executable's arena and the device's released
+   * blocks itself. Kept for the host-side buffers of loading and
+   * evaluation (not measured without it). */
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   train_config c = train_default_config();
