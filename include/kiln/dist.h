@@ -181,7 +181,9 @@ void kiln_padded_free(kiln_padded *p);
  * are borrowed and must outlive the result. Call it inside a trace or
  * through kiln_jit; a jitted argument laid out otherwise than its in_spec
  * (replicated, split another way, on one device) is moved, which the
- * jitted program's IR shows as `device_put[mesh=.. spec=..]`. On CPU devices each device of the mesh runs the body on
+ * jitted program's IR shows as `device_put[mesh=.. spec=..]`. jit of a
+ * shard_map (or pmap) alone on CPU devices returns sharded arrays laid out
+ * as the out_specs, for ordinary arguments too (as jax.jit does). On CPU devices each device of the mesh runs the body on
  * its own thread, the collectives moving data between them; the reference
  * executor (KILN_EXECUTOR=reference) evaluates the body for every device in
  * lockstep instead. On CUDA devices one thread enqueues every device's
