@@ -11,6 +11,8 @@
  * so that res[grp] = cols[grp] x w[grp]. The copies move raw elements, so
  * one instantiation per element width serves every dtype (f16 and bf16
  * share the 16-bit one); the GEMM's output type decides scatter's width.
+ * Where the result's layout is already res's (one group, the output
+ * feature innermost: NHWC), the GEMM writes it and scatter is skipped.
  * One source for both targets, as threefry.h: the host library includes it
  * as C11 (src/ir/conv_eval.c fills the geometry, tests run the element
  * functions), NVRTC compiles the kernels; it uses no headers and only
@@ -111,21 +113,21 @@ KILN_CONV_FN kiln_cv_i64 kiln_conv_out_dst(const kiln_conv_geom *g, kiln_cv_i64 
   }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-/* Grid-stride kernels over n elements, the geometry passed by value. */
-#define KILN_DEFINE_CONV_KERNEL(OP, W, T)                                                 \
-  extern "C" __global__ void kiln_conv_##OP##_##W(kiln_conv_geom g, const T *src, T *dst, \
-                                                  kiln_cv_i64 n) {                        \
-    for (kiln_cv_i64 i = (kiln_cv_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;       \
-         i += (kiln_cv_i64)gridDim.x * blockDim.x)                                        \
-      kiln_conv_##OP##_at_##W(&g, src, dst, i);                                           \
+/* One copy as a kernel of kiln's ABI (src/codegen/codegen.h): grid-stride
+ * over elements [begin, end), reading args.ptr[IN] and writing
+ * args.ptr[OUT]. The geometry is the constant initialiser KILN_CONV_GEOM
+ * that the includer defines (src/codegen/conv.c), so that NVRTC folds the
+ * index divisions into multiplies. */
+#define KILN_DEFINE_CONV_KERNEL(NAME, OP, W, T, IN, OUT)                                   \
+  extern "C" __global__ void __launch_bounds__(KILN_CONV_THREADS)                          \
+      NAME(kiln_kernel_args args, long long begin, long long end) {                        \
+    const kiln_conv_geom g = KILN_CONV_GEOM;                                               \
+    const T *src = (const T *)args.ptr[IN];                                                \
+    T *dst = (T *)args.ptr[OUT];                                                           \
+    for (long long i = begin + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < end; \
+         i += (long long)gridDim.x * blockDim.x)                                          \
+      kiln_conv_##OP##_at_##W(&g, src, dst, i);                                            \
   }
-#define KILN_DEFINE_CONV(W, T)          \
-  KILN_DEFINE_CONV_COPIES(W, T)         \
-  KILN_DEFINE_CONV_KERNEL(im2col, W, T) \
-  KILN_DEFINE_CONV_KERNEL(pack_w, W, T) \
-  KILN_DEFINE_CONV_KERNEL(scatter, W, T)
-#else
-#define KILN_DEFINE_CONV(W, T) KILN_DEFINE_CONV_COPIES(W, T)
 #endif
 
 #endif

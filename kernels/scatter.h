@@ -13,14 +13,21 @@
  *    outputs x updates: meant for training runs that need reproducibility.
  *
  * Both read the same geometry (kiln_scatter_geom, filled on the host from
- * the equation's dimension numbers and mode) and share the index walk
- * (kiln_scatter_target), which also compiles as C so the host tests can
- * check it against the reference evaluator. Not yet dispatched by the CUDA
- * executable, which runs scatters as host steps (see docs/design.md). */
+ * the equation's dimension numbers and mode, src/codegen/scatter.c, and
+ * baked into the kernel as the constant KILN_SCATTER_GEOM) and share the
+ * index walk (kiln_scatter_target), which also compiles as C. gather walks
+ * it too, with its result in the updates' place: each result element reads
+ * the operand element a scatter would have written, or the fill value.
+ * Every kernel has kiln's ABI (src/codegen/codegen.h): args are the
+ * equation's operands then its result, one work item per element. The CUDA
+ * executor runs a scatter as two kernels (NAME_copy of the operand into the
+ * result, then NAME_apply), a gather as one. */
 #ifndef KILN_KERNELS_SCATTER_H
 #define KILN_KERNELS_SCATTER_H
 
+#ifndef KILN_KERNELS_PRELUDE_H /* pasted before this file in generated kernels */
 #include "prelude.h"
+#endif
 
 #define KILN_SCATTER_MAX_RANK 8
 
@@ -36,6 +43,7 @@ typedef struct kiln_scatter_geom {
   int n_batch, obatch[KILN_SCATTER_MAX_RANK], ibatch[KILN_SCATTER_MAX_RANK];
   int mode;                                      /* 0 clip, 1 fill-or-drop, 2 promise */
   int index_bytes, index_signed;                 /* 1, 2, 4 or 8 bytes */
+  int wrap32; /* gather's fill-or-drop: indices wrap to int32 first (as JAX converts them) */
 } kiln_scatter_geom;
 
 KILN_FN kiln_i64 kiln_scatter_index(const kiln_scatter_geom *g, const void *idx, kiln_i64 at) {
@@ -44,7 +52,11 @@ KILN_FN kiln_i64 kiln_scatter_index(const kiln_scatter_geom *g, const void *idx,
     case 1: return g->index_signed ? (kiln_i64)((const kiln_i8 *)p)[at] : ((const kiln_u8 *)p)[at];
     case 2: return g->index_signed ? (kiln_i64)((const kiln_i16 *)p)[at] : ((const kiln_u16 *)p)[at];
     case 4: return g->index_signed ? (kiln_i64)((const kiln_i32 *)p)[at] : ((const kiln_u32 *)p)[at];
-    default: return ((const kiln_i64 *)p)[at]; /* u64 indices past 2^63 read as negative: out */
+    default: {
+      /* u64 indices past 2^63 saturate: far out of bounds, as the reference reads them */
+      kiln_u64 v = ((const kiln_u64 *)p)[at];
+      return g->index_signed || v <= 0x7fffffffffffffffull ? (kiln_i64)v : 0x7fffffffffffffffll;
+    }
   }
 }
 
@@ -80,6 +92,7 @@ KILN_FN int kiln_scatter_target(const kiln_scatter_geom *g, const void *idx, kil
     kiln_i64 size = kept ? wsize[k] : 1, start = 0;
     for (int m = 0; m < g->n_map; m++)
       if (g->map[m] == d) start = kiln_scatter_index(g, idx, vec + m);
+    if (g->wrap32) start = (kiln_i64)(kiln_i32)(kiln_u32)start;
     for (int b = 0; b < g->n_batch; b++)
       if (g->obatch[b] == d) start = bi[g->ibatch[b]];
     kiln_i64 hi = g->x_shape[d] - size;
@@ -114,6 +127,21 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
 #define KILN_SC_IMIN(a, b) ((b) < (a) ? (b) : (a))
 #define KILN_SC_IMAX(a, b) ((b) > (a) ? (b) : (a))
 
+/* Integer add/mul wrap: do them on unsigned bits. */
+#define KILN_SC_IADD(a, b) ((int)((unsigned)(a) + (unsigned)(b)))
+#define KILN_SC_IMUL(a, b) ((int)((unsigned)(a) * (unsigned)(b)))
+/* f16 / bf16 combines: in f32, rounded once. */
+#define KILN_SC_H(OP, a, b) kiln_f2h(OP(kiln_h2f(a), kiln_h2f(b)))
+#define KILN_SC_BH(OP, a, b) kiln_f2bh(OP(kiln_bh2f(a), kiln_bh2f(b)))
+#define KILN_SC_H_ADD(a, b) KILN_SC_H(KILN_SC_ADD, a, b)
+#define KILN_SC_H_MUL(a, b) KILN_SC_H(KILN_SC_MUL, a, b)
+#define KILN_SC_H_MIN(a, b) KILN_SC_H(KILN_SC_MIN, a, b)
+#define KILN_SC_H_MAX(a, b) KILN_SC_H(KILN_SC_MAX, a, b)
+#define KILN_SC_BH_ADD(a, b) KILN_SC_BH(KILN_SC_ADD, a, b)
+#define KILN_SC_BH_MUL(a, b) KILN_SC_BH(KILN_SC_MUL, a, b)
+#define KILN_SC_BH_MIN(a, b) KILN_SC_BH(KILN_SC_MIN, a, b)
+#define KILN_SC_BH_MAX(a, b) KILN_SC_BH(KILN_SC_MAX, a, b)
+
 #ifdef KILN_CUDA
 /* A 16-bit element combined through a CAS on its aligned 32-bit word. */
 #define KILN_SC_CAS16(p, b, EXPR)                                                   \
@@ -147,48 +175,64 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
     } while (old_ != as_);                                                          \
   } while (0)
 
-/* One update element per thread (grid-stride); APPLY(p, b) combines the
- * update b into *p. */
-#define KILN_SC_ATOMIC_KERNEL(NAME, T, APPLY)                                            \
-  extern "C" __global__ void NAME(kiln_scatter_geom g, T *out, const void *idx,          \
-                                  const T *upd, kiln_i64 n) {                            \
-    for (kiln_i64 i = blockIdx.x * (kiln_i64)blockDim.x + threadIdx.x; i < n;            \
-         i += (kiln_i64)gridDim.x * blockDim.x) {                                        \
-      kiln_i64 off;                                                                      \
-      if (kiln_scatter_target(&g, idx, i, &off)) APPLY(out + off, upd[i]);               \
-    }                                                                                    \
+/* The grid-stride loop of a kernel of kiln's ABI over items [begin, end). */
+#define KILN_SC_ITEMS(i)                                                                    \
+  for (long long i = begin + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < end; \
+       i += (long long)gridDim.x * blockDim.x)
+#define KILN_SC_ENTRY(NAME)                             \
+  extern "C" __global__ void __launch_bounds__(256) NAME( \
+      kiln_kernel_args args, long long begin, long long end)
+
+/* args: operand, indices, updates, result. NAME_copy: the operand into the
+ * result, one element per item. */
+#define KILN_SC_COPY_KERNEL(NAME, T)                              \
+  KILN_SC_ENTRY(NAME) {                                           \
+    const T *x = (const T *)args.ptr[0];                          \
+    T *out = (T *)args.ptr[3];                                    \
+    KILN_SC_ITEMS(i) out[i] = x[i];                               \
   }
 
-/* One output element per thread, every update in index order;
- * COMBINE(a, b) is the new value. */
-#define KILN_SC_SERIAL_KERNEL(NAME, T, COMBINE)                                          \
-  extern "C" __global__ void NAME(kiln_scatter_geom g, T *out, const void *idx,          \
-                                  const T *upd, kiln_i64 n, kiln_i64 n_out) {            \
-    for (kiln_i64 o = blockIdx.x * (kiln_i64)blockDim.x + threadIdx.x; o < n_out;        \
-         o += (kiln_i64)gridDim.x * blockDim.x) {                                        \
-      T a = out[o];                                                                      \
-      for (kiln_i64 i = 0; i < n; i++) {                                                 \
-        kiln_i64 off;                                                                    \
-        if (kiln_scatter_target(&g, idx, i, &off) && off == o) a = COMBINE(a, upd[i]);   \
-      }                                                                                  \
-      out[o] = a;                                                                        \
-    }                                                                                    \
+/* One update element per item; APPLY(p, b) combines update b into *p. */
+#define KILN_SC_ATOMIC_KERNEL(NAME, T, APPLY)                                     \
+  KILN_SC_ENTRY(NAME) {                                                           \
+    const kiln_scatter_geom g = KILN_SCATTER_GEOM;                                \
+    const T *upd = (const T *)args.ptr[2];                                        \
+    T *out = (T *)args.ptr[3];                                                    \
+    KILN_SC_ITEMS(i) {                                                            \
+      kiln_i64 off;                                                               \
+      if (kiln_scatter_target(&g, args.ptr[1], i, &off)) APPLY(out + off, upd[i]); \
+    }                                                                             \
   }
 
-/* Integer add/mul wrap: do them on unsigned bits. */
-#define KILN_SC_IADD(a, b) ((int)((unsigned)(a) + (unsigned)(b)))
-#define KILN_SC_IMUL(a, b) ((int)((unsigned)(a) * (unsigned)(b)))
-/* f16 / bf16 combines: in f32, rounded once. */
-#define KILN_SC_H(OP, a, b) kiln_f2h(OP(kiln_h2f(a), kiln_h2f(b)))
-#define KILN_SC_BH(OP, a, b) kiln_f2bh(OP(kiln_bh2f(a), kiln_bh2f(b)))
-#define KILN_SC_H_ADD(a, b) KILN_SC_H(KILN_SC_ADD, a, b)
-#define KILN_SC_H_MUL(a, b) KILN_SC_H(KILN_SC_MUL, a, b)
-#define KILN_SC_H_MIN(a, b) KILN_SC_H(KILN_SC_MIN, a, b)
-#define KILN_SC_H_MAX(a, b) KILN_SC_H(KILN_SC_MAX, a, b)
-#define KILN_SC_BH_ADD(a, b) KILN_SC_BH(KILN_SC_ADD, a, b)
-#define KILN_SC_BH_MUL(a, b) KILN_SC_BH(KILN_SC_MUL, a, b)
-#define KILN_SC_BH_MIN(a, b) KILN_SC_BH(KILN_SC_MIN, a, b)
-#define KILN_SC_BH_MAX(a, b) KILN_SC_BH(KILN_SC_MAX, a, b)
+/* One result element per item, every update (N_UPD of them) in index
+ * order; COMBINE(a, b) is the new value. */
+#define KILN_SC_SERIAL_KERNEL(NAME, T, COMBINE, N_UPD)                               \
+  KILN_SC_ENTRY(NAME) {                                                              \
+    const kiln_scatter_geom g = KILN_SCATTER_GEOM;                                   \
+    const T *upd = (const T *)args.ptr[2];                                           \
+    T *out = (T *)args.ptr[3];                                                       \
+    KILN_SC_ITEMS(o) {                                                               \
+      T a = out[o];                                                                  \
+      for (kiln_i64 i = 0; i < (N_UPD); i++) {                                       \
+        kiln_i64 off;                                                                \
+        if (kiln_scatter_target(&g, args.ptr[1], i, &off) && off == o) a = COMBINE(a, upd[i]); \
+      }                                                                              \
+      out[o] = a;                                                                    \
+    }                                                                                \
+  }
+
+/* gather: args operand, indices, result; one result element per item, the
+ * operand element it names or FILL (fill-or-drop). */
+#define KILN_GATHER_KERNEL(NAME, T, FILL)                                              \
+  KILN_SC_ENTRY(NAME) {                                                                \
+    const kiln_scatter_geom g = KILN_SCATTER_GEOM;                                     \
+    const T *x = (const T *)args.ptr[0];                                               \
+    T *out = (T *)args.ptr[2];                                                         \
+    KILN_SC_ITEMS(i) {                                                                 \
+      kiln_i64 off;                                                                    \
+      out[i] = kiln_scatter_target(&g, args.ptr[1], i, &off) ? x[off] : (T)(FILL);      \
+    }                                                                                  \
+  }
 
 /* The atomic applications: plain stores for set (32- and 16-bit stores are
  * atomic), native atomics where they exist, CAS loops for the rest. */
@@ -209,27 +253,6 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
 #define KILN_SC_CAS_BH_MIN(p, b) KILN_SC_CAS16(p, b, KILN_SC_BH_MIN(a, b))
 #define KILN_SC_CAS_BH_MAX(p, b) KILN_SC_CAS16(p, b, KILN_SC_BH_MAX(a, b))
 
-/* kind; atomic applications for f32, i32, f16, bf16; serial combines for f32, i32, f16, bf16 */
-#define KILN_SC_KERNELS(op, AF, AI, AH, ABH, F, I, H, BH)                \
-  KILN_SC_ATOMIC_KERNEL(kiln_scatter_##op##_f32_atomic, float, AF)       \
-  KILN_SC_ATOMIC_KERNEL(kiln_scatter_##op##_i32_atomic, int, AI)         \
-  KILN_SC_ATOMIC_KERNEL(kiln_scatter_##op##_f16_atomic, kiln_half, AH)   \
-  KILN_SC_ATOMIC_KERNEL(kiln_scatter_##op##_bf16_atomic, kiln_half, ABH) \
-  KILN_SC_SERIAL_KERNEL(kiln_scatter_##op##_f32_serial, float, F)        \
-  KILN_SC_SERIAL_KERNEL(kiln_scatter_##op##_i32_serial, int, I)          \
-  KILN_SC_SERIAL_KERNEL(kiln_scatter_##op##_f16_serial, kiln_half, H)    \
-  KILN_SC_SERIAL_KERNEL(kiln_scatter_##op##_bf16_serial, kiln_half, BH)
-
-KILN_SC_KERNELS(set, KILN_SC_STORE, KILN_SC_STORE, KILN_SC_STORE, KILN_SC_STORE, KILN_SC_SET,
-                KILN_SC_SET, KILN_SC_SET, KILN_SC_SET)
-KILN_SC_KERNELS(add, KILN_SC_ATOMIC_ADD, KILN_SC_ATOMIC_ADD, KILN_SC_CAS_H_ADD, KILN_SC_CAS_BH_ADD,
-                KILN_SC_ADD, KILN_SC_IADD, KILN_SC_H_ADD, KILN_SC_BH_ADD)
-KILN_SC_KERNELS(mul, KILN_SC_F32_MUL, KILN_SC_I32_MUL, KILN_SC_CAS_H_MUL, KILN_SC_CAS_BH_MUL,
-                KILN_SC_MUL, KILN_SC_IMUL, KILN_SC_H_MUL, KILN_SC_BH_MUL)
-KILN_SC_KERNELS(min, KILN_SC_F32_MIN, KILN_SC_ATOMIC_IMIN, KILN_SC_CAS_H_MIN, KILN_SC_CAS_BH_MIN,
-                KILN_SC_MIN, KILN_SC_IMIN, KILN_SC_H_MIN, KILN_SC_BH_MIN)
-KILN_SC_KERNELS(max, KILN_SC_F32_MAX, KILN_SC_ATOMIC_IMAX, KILN_SC_CAS_H_MAX, KILN_SC_CAS_BH_MAX,
-                KILN_SC_MAX, KILN_SC_IMAX, KILN_SC_H_MAX, KILN_SC_BH_MAX)
 #endif /* KILN_CUDA */
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "../kernels/conv.h"
 
-KILN_DEFINE_CONV(f32, float)
+KILN_DEFINE_CONV_COPIES(f32, float)
 
 int kct_conv_host_f32(const kir_p_conv *c, const kir_aval *la, const kir_aval *ra,
                       const kir_aval *oa, const float *lhs, const float *rhs, float *out) {

@@ -124,6 +124,26 @@ kiln_status kct_trail_fault(kiln_device *dev, bool finish_first, int after);
 
 #include <string>
 
+/* A context on the CUDA backend with `executor` and `precision`; where the
+ * test is built against the stand-ins, their cuBLASLt computes its DOT
+ * groups. KILN_ERR_DEVICE: no usable GPU (the caller skips). */
+inline kiln_status KctCudaContext(kiln_executor executor, kiln_matmul_precision precision,
+                                  kiln_ctx **out) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CUDA;
+  o.executor = executor;
+  o.matmul_precision = precision;
+  kiln_status st = kiln_ctx_new(&o, out);
+#ifdef KILN_FAKE_CUBLASLT_LIBRARY
+  if (!st && (st = kct_ctx_use_blaslt(*out, KILN_FAKE_CUBLASLT_LIBRARY))) {
+    kiln_ctx_free(*out);
+    *out = NULL;
+  }
+#endif
+  return st;
+}
+
 /* Sets an environment variable for one scope, restoring the old value. */
 class KctScopedEnv {
  public:

@@ -12,51 +12,11 @@
 #include "conv_kernel_host.h"
 #include "cuda_test_support.h"
 #include "ir/ir.h"
+#include "conv_golden.h"
 #include "transform_test_util.h"
 
 namespace {
 using namespace ktest;
-
-const char kFile[] = "conv.txt";
-const GoldenArray &C(const std::string &c, const std::string &n) { return G(c, n, kFile); }
-
-struct Case {
-  const char *name, *lhs, *rhs, *out;
-};
-// The specs of each case of golden/conv.py (its other params are in the file).
-const Case kCases[] = {
-    {"c1d", "NCH", "OIH", "NCH"},           {"c1d_negpad", "NCH", "OIH", "NCH"},
-    {"nchw", "NCHW", "OIHW", "NCHW"},       {"nhwc", "NHWC", "HWIO", "NHWC"},
-    {"lhs_dil", "NCHW", "OIHW", "NCHW"},    {"mixed", "NCHW", "HWIO", "NHWC"},
-    {"depthwise", "NHWC", "HWIO", "NHWC"},  {"groups", "NCHW", "OIHW", "NCHW"},
-    {"batch_groups", "NCHW", "OIHW", "NCHW"}, {"wide", "NHWC", "HWIO", "NHWC"}};
-
-std::vector<int64_t> Ints(const GoldenArray &a) {
-  return std::vector<int64_t>(a.v.begin(), a.v.end());
-}
-
-// A case's kiln_conv_params, owning the arrays it points at.
-struct Spec {
-  Spec(const Case &c, kiln_dtype pref = KILN_INVALID_DTYPE)
-      : strides(Ints(C(c.name, "strides"))), padding(Ints(C(c.name, "padding"))),
-        ld(Ints(C(c.name, "lhs_dil"))), rd(Ints(C(c.name, "rhs_dil"))) {
-    std::vector<int64_t> g = Ints(C(c.name, "groups"));
-    p.window_strides = strides.data();
-    p.padding = padding.data();
-    p.lhs_dilation = ld.data();
-    p.rhs_dilation = rd.data();
-    p.lhs_spec = c.lhs, p.rhs_spec = c.rhs, p.out_spec = c.out;
-    p.feature_group_count = g.at(0), p.batch_group_count = g.at(1);
-    p.preferred_element_type = pref;
-  }
-  std::vector<int64_t> strides, padding, ld, rd;
-  kiln_conv_params p{};
-};
-
-kiln_tree *ConvFn(kiln_trace *t, const kiln_tree *a, void *u) {
-  return kiln_tree_val(
-      kiln_conv_general_dilated(t, ArgVal(a, 0), ArgVal(a, 1), &((Spec *)u)->p));
-}
 
 // sum(vmap(conv, (0, -1))(l, r) ** 2)
 kiln_tree *VmapLoss(kiln_trace *t, const kiln_tree *a, void *u) {
@@ -69,26 +29,14 @@ kiln_tree *VmapLoss(kiln_trace *t, const kiln_tree *a, void *u) {
   return kiln_tree_val(SumAll(t, kiln_mul(t, y, y)));
 }
 
-// Tolerance for f32 convolutions against XLA's (sums of up to ~100
-// products in a different order).
-void Near(const std::vector<float> &got, const GoldenArray &want, const std::string &what) {
-  ASSERT_EQ(got.size(), want.v.size()) << what;
-  for (size_t i = 0; i < got.size(); i++)
-    EXPECT_NEAR(got[i], want.v[i], 5e-5 + 5e-5 * std::fabs(want.v[i])) << what << " [" << i << "]";
-}
 
 class Conv : public ::testing::TestWithParam<kiln_executor> {
  protected:
   void SetUp() override {
-    kiln_ctx_free(c.ctx);  // again, with the executor under test
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.executor = GetParam();
-    ASSERT_EQ(kiln_ctx_new(&o, &c.ctx), KILN_OK) << kiln_last_error();
-    ASSERT_EQ(kiln_device_get(c.ctx, 0, &c.dev), KILN_OK);
+    c.Open(GetParam());  // again, with the executor under test
+    if (!c.ctx) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
   }
-  kiln_tree *In(const Case &k, const char *n) { return Leaf(c.dev, C(k.name, n)); }
+  kiln_tree *In(const ConvCase &k, const char *n) { return Leaf(c.dev, C(k.name, n)); }
   // vmap(conv) with in_axes (lhs axis, rhs axis), -100 for None.
   kiln_func *Vmapped(const kiln_func *f, int la, int ra) {
     kiln_tree *axes = Tuple({la == -100 ? kiln_tree_none() : kiln_axis(la),
@@ -102,8 +50,8 @@ class Conv : public ::testing::TestWithParam<kiln_executor> {
 };
 
 TEST_P(Conv, ValuesMatchJax) {
-  for (const Case &k : kCases) {
-    Spec s(k);
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
     Func f(ConvFn, &s, "conv");
     kiln_tree *out = Jit(c, f.f, Tuple({In(k, "lhs"), In(k, "rhs")}));
     ASSERT_NE(out, nullptr) << k.name;
@@ -113,8 +61,8 @@ TEST_P(Conv, ValuesMatchJax) {
 }
 
 TEST_P(Conv, JvpAndVjpOfBothOperandsMatchJax) {
-  for (const Case &k : kCases) {
-    Spec s(k);
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
     Func f(ConvFn, &s, "conv");
     kiln_func *j = nullptr, *v = nullptr;
     ASSERT_EQ(kiln_jvp(f.f, &j), KILN_OK);
@@ -136,8 +84,8 @@ TEST_P(Conv, JvpAndVjpOfBothOperandsMatchJax) {
 }
 
 TEST_P(Conv, VmapOverEachOperandMatchesJax) {
-  for (const Case &k : kCases) {
-    Spec s(k);
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
     Func f(ConvFn, &s, "conv");
     struct {
       int la, ra;
@@ -156,8 +104,8 @@ TEST_P(Conv, VmapOverEachOperandMatchesJax) {
 }
 
 TEST_P(Conv, GradOfVmapMatchesJax) {
-  for (const Case &k : kCases) {
-    Spec s(k);
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
     Func f(ConvFn, &s, "conv");
     Func vf(Vmapped(f.f, 0, -1));
     Func loss(VmapLoss, vf.f, "loss");
@@ -187,9 +135,9 @@ kiln_tree *Bf16Leaf(kiln_device *dev, const GoldenArray &a) {
 
 TEST_P(Conv, Bf16OperandsWithPreferredF32MatchJax) {
   for (const char *name : {"nhwc", "depthwise"}) {
-    const Case &k = *std::find_if(std::begin(kCases), std::end(kCases),
-                                  [&](const Case &x) { return !strcmp(x.name, name); });
-    Spec s(k, KILN_F32);
+    const ConvCase &k = *std::find_if(std::begin(kConvCases), std::end(kConvCases),
+                                  [&](const ConvCase &x) { return !strcmp(x.name, name); });
+    ConvSpec s(k, KILN_F32);
     Func f(ConvFn, &s, "conv");
     kiln_tree *out =
         Jit(c, f.f, Tuple({Bf16Leaf(c.dev, C(name, "lhs16")), Bf16Leaf(c.dev, C(name, "rhs16"))}));
@@ -310,11 +258,14 @@ INSTANTIATE_TEST_SUITE_P(Executors, Conv,
                          });
 
 // ---- the CUDA target's kernels (kernels/conv.h) ----
+// (From here on, checks that need no GPU: the test_conv_cuda build runs only
+// the golden cases above, on a GPU.)
+#ifndef KILN_TEST_CUDA_BACKEND
 
 TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
   Ctx c;
-  for (const Case &k : kCases) {
-    Spec s(k);
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
     Func f(ConvFn, &s, "conv");
     kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
     char *text = nullptr;
@@ -336,18 +287,65 @@ TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
   }
 }
 
-TEST(ConvKernels, NvrtcCompilesTheCopiesForEveryWidth) {
-  std::string src = std::string(kcg_embedded_source("conv.h")) +
-                    "\nKILN_DEFINE_CONV(b16, unsigned short)\nKILN_DEFINE_CONV(b32, unsigned)\n"
-                    "KILN_DEFINE_CONV(b64, unsigned long long)\n";
-  for (const char *arch : {"-arch=sm_80", "-arch=sm_90"}) {
-    char *code = nullptr;
-    size_t size = 0;
-    EXPECT_EQ(kct_nvrtc_compile("conv", src.c_str(), arch, true, &code, &size), KILN_OK)
-        << arch << ": " << kiln_last_error();
-    EXPECT_GT(size, 0u);
-    free(code);
+// Every golden case in each float dtype: kcg_emit_conv's three kernels (two
+// where the GEMM writes an NHWC result itself) compile with NVRTC.
+TEST(ConvKernels, NvrtcCompilesTheEmittedCopiesForEveryDtype) {
+  Ctx c;
+  for (const ConvCase &k : kConvCases) {
+    ConvSpec s(k);
+    Func f(ConvFn, &s, "conv");
+    kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
+    char *text = nullptr;
+    ASSERT_EQ(kiln_make_jaxpr(c.ctx, f.f, args, &text), KILN_OK) << kiln_last_error();
+    kiln_tree_free(args);
+    std::string f32 = text;
+    free(text);
+    for (const char *dt : {"f32", "bf16", "f16", "f64"}) {
+      SCOPED_TRACE(std::string(k.name) + " " + dt);
+      std::string t = f32;
+      for (size_t at = 0; (at = t.find("f32[", at)) != std::string::npos; at += strlen(dt))
+        t.replace(at, 3, dt);
+      kir_program *p = nullptr;
+      ASSERT_EQ(kir_parse(t.c_str(), &p), KILN_OK) << t;
+      kcg_target_info target{KCG_TARGET_CUDA, 90};
+      kcg_conv cv;
+      ASSERT_EQ(kcg_emit_conv(p, &p->eqns[0], &target, &cv), KILN_OK) << kiln_last_error();
+      EXPECT_EQ(cv.p.items[0], cv.groups * cv.rows * cv.kd);
+      EXPECT_EQ(cv.direct, !strcmp(k.out, "NHWC") && cv.groups == 1) << cv.p.k.source;
+      EXPECT_EQ(cv.p.items[2] == 0, cv.direct);
+      std::string src = cv.p.k.source;
+      for (const char *part : {"_im2col", "_pack_w", "_scatter"})
+        EXPECT_EQ(src.find(std::string(cv.p.k.name) + part) != std::string::npos,
+                  strcmp(part, "_scatter") || cv.p.items[2] > 0) << part;
+      char *code = nullptr;
+      size_t size = 0;
+      EXPECT_EQ(kct_nvrtc_compile(cv.p.k.name, cv.p.k.source, "-arch=sm_90", true, &code, &size),
+                KILN_OK) << kiln_last_error() << "\n" << cv.p.k.source;
+      free(code);
+      kcg_kernel_free(&cv.p.k);
+      kir_program_free(p);
+    }
   }
+}
+
+// The C target has its own convolution (the reference evaluator's GEMM).
+TEST(ConvKernels, EmitterRefusesTheCTargetAndIntegers) {
+  kir_program *p = nullptr;
+  const char *text =
+      "{ lambda ; a:i32[1,3,3,1] b:i32[2,2,1,1]. let\n"
+      "    c:i32[1,2,2,1] = conv_general_dilated[batch_group_count=1 "
+      "dimension_numbers=ConvDimensionNumbers(lhs_spec=(0, 3, 1, 2), rhs_spec=(3, 2, 0, 1), "
+      "out_spec=(0, 3, 1, 2)) feature_group_count=1 lhs_dilation=(1, 1) "
+      "padding=((0, 0), (0, 0)) preferred_element_type=None rhs_dilation=(1, 1) "
+      "window_strides=(1, 1)] a b\n  in (c,) }";
+  ASSERT_EQ(kir_parse(text, &p), KILN_OK) << kiln_last_error();
+  kcg_conv cv;
+  kcg_target_info cuda{KCG_TARGET_CUDA, 90}, host{KCG_TARGET_C, 0};
+  EXPECT_EQ(kcg_emit_conv(p, &p->eqns[0], &cuda, &cv), KILN_ERR_UNIMPLEMENTED);
+  EXPECT_NE(std::string(kiln_last_error()).find("i32[1,3,3,1]"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kcg_emit_conv(p, &p->eqns[0], &host, &cv), KILN_ERR_ARGUMENT);
+  kir_program_free(p);
 }
 
 // ---- text form and bad input ----
@@ -433,5 +431,7 @@ TEST(ConvErrors, NameTheOpShapesAndCounts) {
     kiln_tree_free(args);
   }
 }
+
+#endif  // KILN_TEST_CUDA_BACKEND
 
 }  // namespace

@@ -64,18 +64,9 @@ class KCT_SUITE : public ::testing::Test {
  protected:
   void Open(kiln_executor executor = KILN_EXECUTOR_FUSED,
             kiln_matmul_precision precision = KILN_MATMUL_DEFAULT) {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CUDA;
-    o.executor = executor;
-    o.matmul_precision = precision;
-    kiln_status st = kiln_ctx_new(&o, &ctx_);
+    kiln_status st = KctCudaContext(executor, precision, &ctx_);
     if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
     ASSERT_EQ(st, KILN_OK) << Err();
-#ifdef KILN_FAKE_CUBLASLT_LIBRARY
-    // DOT groups go to the stand-in cuBLASLt, which computes them.
-    ASSERT_EQ(kct_ctx_use_blaslt(ctx_, KILN_FAKE_CUBLASLT_LIBRARY), KILN_OK) << Err();
-#endif
     ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
   }
   void TearDown() override {

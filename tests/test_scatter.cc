@@ -1,11 +1,13 @@
 // The scatter family through the public API (kiln_scatter*, kiln_at_*)
-// under kiln_jit, on the C target (fused) and on the reference executor,
+// under kiln_jit, on the C target (fused) and on the reference executor
+// (and, built as test_scatter_cuda, the golden cases on a GPU),
 // against JAX (golden/scatter.py -> scatter_grad.txt): values, vjp and jvp
 // of x.at[idx].set/add/mul/min/max(u) with repeated indices and ties, vmap
 // over the operand, the updates and the indices; and bad input. The
 // evaluators' bitwise goldens are in test_eval_shape.cc (scatter.txt).
 #include <functional>
 
+#include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "kiln/transform.h"
 #include "nvrtc_test_util.h"
@@ -81,6 +83,7 @@ void CheckGrad(Ctx &c, const std::string &name, AtCase k, const std::vector<floa
 
 void CheckAllGrads(kiln_executor e) {
   Ctx c(e);
+  if (!c.ctx) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
   for (const auto &[op, fn] : AtOps()) {
     int unique = op == "mul" ? KILN_SCATTER_UNIQUE_INDICES : 0;
     CheckGrad(c, op + "_dup", {fn, 0, unique}, op == "mul" ? std::vector<float>{2, 0, 4}
@@ -98,6 +101,7 @@ TEST(Scatter, ValuesJvpAndVjpMatchJaxOnTheReferenceExecutor) {
 
 TEST(Scatter, VmapOverOperandUpdatesAndIndicesMatchesJax) {
   Ctx c(KILN_EXECUTOR_FUSED);
+  if (!c.ctx) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
   const std::pair<const char *, std::vector<int>> placements[] = {
       {"x", {0, -1, -1}}, {"u", {-1, 0, -1}}, {"i", {-1, -1, 0}}, {"all", {0, 0, 0}}};
   for (const auto &[op, fn] : AtOps()) {
@@ -124,6 +128,9 @@ TEST(Scatter, VmapOverOperandUpdatesAndIndicesMatchesJax) {
 
 // ---- bad input: a kiln_status naming the op, the shapes and dtypes ----
 
+// (From here on, checks that need no GPU: the test_scatter_cuda build runs
+// only the golden cases above, on a GPU.)
+#ifndef KILN_TEST_CUDA_BACKEND
 struct Bad {
   std::function<kiln_val *(kiln_trace *, kiln_val *)> f;
 };
@@ -216,18 +223,79 @@ TEST(Scatter, MulGradientInTheUpdatesNeedsUniqueIndices) {
   EXPECT_NE(msg.find("unique_indices"), std::string::npos) << msg;
 }
 
-// ---- the CUDA kernels (kernels/scatter.h) compile as device code ----
+// ---- the CUDA kernels (codegen's kcg_emit_gather/_scatter over
+// kernels/scatter.h) compile as device code; the index walk they share is
+// checked against JAX's bits on the host in test_eval_shape ----
 
-TEST(ScatterKernels, AtomicAndSerialFormsCompileUnderNvrtc) {
-  std::string ptx = NvrtcPtx("#include \"scatter.h\"\n", {"prelude.h", "scatter.h"});
-  if (ptx.empty()) return;
-  for (const char *op : {"set", "add", "mul", "min", "max"})
-    for (const char *dt : {"f32", "i32", "f16", "bf16"})
-      for (const char *form : {"atomic", "serial"}) {
-        std::string entry = std::string(".entry kiln_scatter_") + op + "_" + dt + "_" + form;
-        EXPECT_NE(ptx.find(entry), std::string::npos) << entry;
-      }
-  EXPECT_NE(ptx.find("atom.global.add.f32"), std::string::npos) << "f32 adds use atomicAdd";
+// take_along_axis's gather and its transpose, scatter-add, over [8, 10].
+const char kGatherText[] =
+    "{ lambda ; a:@DT@[8,10] b:i32[8,1,1]. let\n"
+    "    c:@DT@[8,1] = gather[dimension_numbers=GatherDimensionNumbers(offset_dims=(), "
+    "collapsed_slice_dims=(1,), start_index_map=(1,), operand_batching_dims=(0,), "
+    "start_indices_batching_dims=(0,)) fill_value=None indices_are_sorted=False "
+    "mode=GatherScatterMode.FILL_OR_DROP slice_sizes=(1, 1) unique_indices=False] a b\n"
+    "  in (c,) }";
+const char kScatterText[] =
+    "{ lambda ; a:@DT@[8,10] b:i32[8,1,1] c:@DT@[8,1]. let\n"
+    "    d:@DT@[8,10] = @OP@[dimension_numbers=ScatterDimensionNumbers(update_window_dims=(), "
+    "inserted_window_dims=(1,), scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,), "
+    "scatter_indices_batching_dims=(0,)) indices_are_sorted=False "
+    "mode=GatherScatterMode.FILL_OR_DROP unique_indices=False] a b c\n"
+    "  in (d,) }";
+
+std::string Fill(std::string t, const std::string &key, const std::string &v) {
+  for (size_t at; (at = t.find(key)) != std::string::npos;) t.replace(at, key.size(), v);
+  return t;
 }
+
+std::string Ptx(const kcg_kernel &k) {
+  std::string src = k.source;
+  return NvrtcPtx(src.c_str(), {});
+}
+
+TEST(ScatterKernels, EmittedGatherAndScattersCompileUnderNvrtc) {
+  kcg_target_info cuda{KCG_TARGET_CUDA, 80};
+  for (const char *dt : {"f32", "bf16", "f16", "i32", "f64", "bool"}) {
+    SCOPED_TRACE(dt);
+    kir_program *p = nullptr;
+    ASSERT_EQ(kir_parse(Fill(kGatherText, "@DT@", dt).c_str(), &p), KILN_OK) << kiln_last_error();
+    kcg_kernel k;
+    ASSERT_EQ(kcg_emit_gather(p, &p->eqns[0], &cuda, &k), KILN_OK) << kiln_last_error();
+    EXPECT_NE(Ptx(k).find(std::string(".entry ") + k.name), std::string::npos) << k.source;
+    kcg_kernel_free(&k);
+    kir_program_free(p);
+  }
+  for (const char *op : {"scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max"})
+    for (const char *dt : {"f32", "i32", "f16", "bf16"})
+      for (bool ordered : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " " + dt + (ordered ? " ordered" : " atomic"));
+        kir_program *p = nullptr;
+        std::string text = Fill(Fill(kScatterText, "@DT@", dt), "@OP@", op);
+        ASSERT_EQ(kir_parse(text.c_str(), &p), KILN_OK) << kiln_last_error() << text;
+        kcg_parts parts;
+        ASSERT_EQ(kcg_emit_scatter(p, &p->eqns[0], &cuda, ordered, &parts), KILN_OK)
+            << kiln_last_error();
+        EXPECT_EQ(parts.items[0], 80);
+        EXPECT_EQ(parts.items[1], ordered ? 80 : 8);
+        std::string ptx = Ptx(parts.k), name = parts.k.name;
+        EXPECT_NE(ptx.find(".entry " + name + "_copy"), std::string::npos);
+        EXPECT_NE(ptx.find(".entry " + name + "_apply"), std::string::npos);
+        if (!ordered && !strcmp(dt, "f32") && !strcmp(op, "scatter-add")) {
+          EXPECT_NE(ptx.find("atom.global.add.f32"), std::string::npos) << "f32 adds use atomicAdd";
+        }
+        kcg_kernel_free(&parts.k);
+        kir_program_free(p);
+      }
+  // The combining scatters of other dtypes stay on the host.
+  kir_program *p = nullptr;
+  ASSERT_EQ(kir_parse(Fill(Fill(kScatterText, "@DT@", "f64"), "@OP@", "scatter-add").c_str(), &p),
+            KILN_OK);
+  kcg_parts parts;
+  EXPECT_EQ(kcg_emit_scatter(p, &p->eqns[0], &cuda, false, &parts), KILN_ERR_UNIMPLEMENTED);
+  EXPECT_NE(std::string(kiln_last_error()).find("f64[8,10]"), std::string::npos);
+  kir_program_free(p);
+}
+
+#endif  // KILN_TEST_CUDA_BACKEND
 
 }  // namespace

@@ -76,6 +76,9 @@ class Window : public ::testing::TestWithParam<const char *> {
  protected:
   ScopedEnv exec_{"KILN_EXECUTOR", GetParam()};
   Ctx c_;
+  void SetUp() override {
+    if (!c_.ctx) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
+  }
   kiln_tree *In(const std::string &cs, const char *n) { return Leaf(c_.dev, W(cs, n)); }
   // The cotangent of f's argument for the case's cotangent c, against "vjp".
   void ExpectVjp(const kiln_func *f, const char *name, float tol = 2e-5f) {
@@ -198,6 +201,10 @@ TEST_P(Window, VmapEachAxis) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, Window, ::testing::Values("fused", "reference"));
+
+// (From here on, checks that need no GPU: the test_window_cuda build runs
+// only the golden cases above, on a GPU.)
+#ifndef KILN_TEST_CUDA_BACKEND
 
 // VmapLoss's arguments: the vmap case's first example and its cotangent.
 kiln_tree *LossArgs(Ctx &c) {
@@ -336,5 +343,7 @@ TEST(WindowErrors, ScatterSourceShape) {
             std::string::npos)
       << m;
 }
+
+#endif  // KILN_TEST_CUDA_BACKEND
 
 }  // namespace

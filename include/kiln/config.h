@@ -53,6 +53,18 @@ typedef enum kiln_matmul_precision {
   KILN_MATMUL_TENSORFLOAT32 = 2
 } kiln_matmul_precision;
 
+/* Whether a program's results are bitwise the same from run to run on
+ * GPUs (XLA's --xla_gpu_deterministic_ops): on, the scatters that combine
+ * (scatter-add, the gradient of gather and take) sum repeated indices in
+ * index order, one result element per thread; off (the default), with
+ * atomics, in the hardware's order, much faster where updates are many.
+ * The CPU backend is deterministic either way. */
+typedef enum kiln_determinism {
+  KILN_DETERMINISM_DEFAULT = 0, /* KILN_DETERMINISTIC, else off */
+  KILN_DETERMINISM_OFF = 1,
+  KILN_DETERMINISM_ON = 2
+} kiln_determinism;
+
 typedef struct kiln_options {
   kiln_backend backend;       /* KILN_BACKEND: auto | cpu | cuda */
   int num_cpu_devices;        /* KILN_NUM_CPU_DEVICES: 1..1024, default 1 */
@@ -63,6 +75,7 @@ typedef struct kiln_options {
   uint64_t cpu_device_memory; /* bytes each virtual CPU device may hold; 0: unlimited */
   kiln_executor executor;     /* KILN_EXECUTOR: fused | unfused | reference */
   kiln_matmul_precision matmul_precision; /* KILN_MATMUL_PRECISION: highest | tensorfloat32 */
+  kiln_determinism deterministic;         /* KILN_DETERMINISTIC: off | on */
 } kiln_options;
 
 /* All fields zero: every setting from the environment or its default. */
@@ -72,6 +85,7 @@ const char *kiln_backend_name(kiln_backend b); /* "default", "auto", "cpu", "cud
 const char *kiln_log_level_name(kiln_log_level l);
 const char *kiln_executor_name(kiln_executor e); /* "default", "fused", "unfused", "reference" */
 const char *kiln_matmul_precision_name(kiln_matmul_precision p); /* "default", "highest", ... */
+const char *kiln_determinism_name(kiln_determinism d);            /* "default", "off", "on" */
 
 #ifdef __cplusplus
 }

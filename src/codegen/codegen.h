@@ -145,8 +145,77 @@ void kcg_kernel_free(kcg_kernel *k);
 /* The kernel of one window equation e of p (reduce_window_*,
  * select_and_gather_add, select_and_scatter_add; float dtypes): a LOOP
  * kernel of the same ABI, one item per result element, its operands then
- * its result in args (window.c). Not dispatched by the backends yet. */
+ * its result in args (window.c). Both backends run it for an OPAQUE group
+ * that holds the equation alone (kcg_lone_eqn). */
 kiln_status kcg_emit_window(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                            kcg_kernel *out);
+/* The kernel of lone equation e (kcg_lone_eqn) where one kernel computes
+ * it: window ops, pad, argmax/argmin, and on CUDA gather;
+ * KILN_ERR_UNIMPLEMENTED for the others. Its args are e's operands (a
+ * literal's slot empty) then its result. */
+kiln_status kcg_emit_lone(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                          kcg_kernel *out);
+/* The equation an OPAQUE group g holds alone, when g reads exactly its
+ * operands in order (scalar literals last, as the group lists them: they
+ * are not arguments) and writes its one result: the argument order of the
+ * kernels of one equation; NULL for any other group. */
+const kir_eqn *kcg_lone_eqn(const kir_program *p, const kfuse_group *g);
+
+/* One lone equation as several kernels of one source (k), run in order on
+ * one stream: NAME_<part[i]> over items[i] elements (NAME = k.name; a part
+ * with no items is not launched and may be absent), with a matmul before
+ * part gemm_at (-1: none). Their args are the equation's operands, then its
+ * result, then n_scratch scratch buffers of scratch[i] bytes, which live
+ * only during the equation (0 bytes: the argument is NULL). */
+#define KCG_MAX_PARTS 3
+typedef struct kcg_parts {
+  kcg_kernel k;
+  int n;
+  const char *part[KCG_MAX_PARTS];
+  int64_t items[KCG_MAX_PARTS];
+  int gemm_at;
+  int n_scratch;
+  int64_t scratch[KCG_MAX_PARTS];
+} kcg_parts;
+
+/* conv_general_dilated e on the CUDA target (conv.c) as im2col + GEMM:
+ * parts im2col (lhs -> cols), pack_w (rhs -> w), then the GEMM res[grp] =
+ * cols[grp] . w[grp], a strided batch of `groups` row-major [rows, kd] .
+ * [kd, opg] products in out_dtype (accumulated in f32, f64 for f64), then
+ * scatter (res -> the result), which has no items where the GEMM writes
+ * the result itself (one group, output feature innermost: direct). Scratch:
+ * cols, w, res (kernels/conv.h's layouts). Float operands only, else
+ * KILN_ERR_UNIMPLEMENTED (as an empty contraction with a non-empty result). */
+typedef struct kcg_conv {
+  kcg_parts p;
+  int64_t groups, rows, kd, opg;
+  bool direct;
+  kiln_dtype in_dtype, out_dtype;
+} kcg_conv;
+kiln_status kcg_emit_conv(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                          kcg_conv *out);
+
+/* The gather and scatter family on the CUDA target (scatter.c, over
+ * kernels/scatter.h). gather: one kernel, a result element per item.
+ * scatter, scatter-add/mul/min/max: parts copy (operand -> result) and
+ * apply: atomics, an update per item, or, `ordered`, a result element per
+ * item combining every update that lands on it in index order (bitwise
+ * reproducible; work is results x updates). f32, i32, f16 and bf16 for
+ * the combining scatters, any dtype for gather and plain scatter; else
+ * KILN_ERR_UNIMPLEMENTED. */
+kiln_status kcg_emit_gather(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                            kcg_kernel *out);
+kiln_status kcg_emit_scatter(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                             bool ordered, kcg_parts *out);
+/* The geometry those kernels bake in (kernels/scatter.h's struct), for the
+ * host tests that walk it against the reference evaluator. */
+struct kiln_scatter_geom;
+void kcg_scatter_geom(const kir_program *p, const kir_eqn *e, struct kiln_scatter_geom *g);
+/* pad (pad.c) and argmax/argmin (argmax.c), any dtype, either target: one
+ * kernel, a result element per item. */
+kiln_status kcg_emit_pad(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
+                         kcg_kernel *out);
+kiln_status kcg_emit_argmax(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
                             kcg_kernel *out);
 
 /* Put before the prelude in every host kernel file: the prelude then
@@ -181,6 +250,31 @@ void kcg_buf_add(kcg_buf *b, const char *text);
 void kcg_buf_addf(kcg_buf *b, const char *fmt, ...) KCORE_PRINTF(2, 3);
 void kcg_buf_vaddf(kcg_buf *b, const char *fmt, va_list ap);
 void kcg_buf_free(kcg_buf *b);
+
+/* Kernels of one equation alone (lone.c). Threads per CUDA block. */
+#define KCG_LONE_THREADS 256
+/* Whether var v is a scalar literal, its bits (storage form) into *bits. */
+bool kcg_lone_literal(const kir_program *p, kir_vid v, uint64_t *bits);
+/* KILN_ERR_UNIMPLEMENTED where an operand of e is a literal (kernels that
+ * take every operand as an argument). */
+kiln_status kcg_lone_no_literals(const kir_program *p, const kir_eqn *e);
+/* `const long long NAME[n] = {...};` (one 0 when n is 0). */
+void kcg_lone_array(kcg_buf *b, const char *name, int n, const int64_t *v);
+/* Opens the loop over work items i in [begin, end) (the caller closes it). */
+void kcg_lone_items(kcg_buf *b, bool cuda);
+/* The unsigned C type of `bytes`-wide elements (1, 2, 4 or 8): copies move bits. */
+const char *kcg_lone_word(size_t bytes);
+/* PREFIX_<hash of the target and body> into name. */
+void kcg_lone_name(const kcg_target_info *t, const char *prefix, const kcg_buf *body, char *name,
+                   size_t cap);
+/* The kernel file: a banner naming `what`, the prelude (and host.h on the
+ * host), kiln_kernel_args, the embedded `header` (or none), then body,
+ * after the entry point's signature when `entry` (else the body defines
+ * its entry points). Frees body; fills out as an OPAQUE kernel over
+ * n_items (n_args is the caller's). */
+kiln_status kcg_lone_finish(const kcg_target_info *t, const char *name, const char *what,
+                            const char *header, kcg_buf *body, bool entry, int64_t n_items,
+                            kcg_kernel *out);
 
 /* A C expression and the scope that defines every name it uses. */
 typedef struct kcg_term {

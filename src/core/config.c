@@ -15,6 +15,7 @@ static const char *const kcore_backend_names[] = {"default", "auto", "cpu", "cud
 static const char *const kcore_log_names[] = {"default", "off", "error", "warn", "info", "debug"};
 static const char *const kcore_executor_names[] = {"default", "fused", "unfused", "reference"};
 static const char *const kcore_precision_names[] = {"default", "highest", "tensorfloat32"};
+static const char *const kcore_determinism_names[] = {"default", "off", "on"};
 
 const char *kiln_backend_name(kiln_backend b) {
   return (unsigned)b < 4 ? kcore_backend_names[b] : "invalid";
@@ -30,6 +31,10 @@ const char *kiln_executor_name(kiln_executor e) {
 
 const char *kiln_matmul_precision_name(kiln_matmul_precision p) {
   return (unsigned)p < 3 ? kcore_precision_names[p] : "invalid";
+}
+
+const char *kiln_determinism_name(kiln_determinism d) {
+  return (unsigned)d < 3 ? kcore_determinism_names[d] : "invalid";
 }
 
 /* An unset or empty variable yields NULL. */
@@ -66,6 +71,9 @@ static const kcore_enum_option kcore_executor_option = {
 static const kcore_enum_option kcore_precision_option = {
     "matmul_precision", "kiln_matmul_precision", "KILN_MATMUL_PRECISION", kcore_precision_names, 3,
     KILN_MATMUL_HIGHEST, "highest or tensorfloat32"};
+static const kcore_enum_option kcore_determinism_option = {
+    "deterministic", "kiln_determinism", "KILN_DETERMINISTIC", kcore_determinism_names, 3,
+    KILN_DETERMINISM_OFF, "off or on"};
 
 static kiln_status kcore_resolve_enum(const kcore_enum_option *o, int given, int *out) {
   if (given < 0 || given >= o->count)
@@ -149,13 +157,14 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   if (explicit_opts) in = *explicit_opts;
   memset(out, 0, sizeof *out);
   kiln_status st;
-  int backend = 0, log = 0, executor = 0, precision = 0;
+  int backend = 0, log = 0, executor = 0, precision = 0, determinism = 0;
   if ((st = kcore_resolve_enum(&kcore_backend_option, (int)in.backend, &backend)) ||
       (st = kcore_resolve_enum(&kcore_log_option, (int)in.log_level, &log)) ||
       (st = kcore_resolve_devices(in.num_cpu_devices, &out->opts.num_cpu_devices)) ||
       (st = kcore_resolve_promotion(in.promotion, &out->opts.promotion)) ||
       (st = kcore_resolve_enum(&kcore_executor_option, (int)in.executor, &executor)) ||
       (st = kcore_resolve_enum(&kcore_precision_option, (int)in.matmul_precision, &precision)) ||
+      (st = kcore_resolve_enum(&kcore_determinism_option, (int)in.deterministic, &determinism)) ||
       (st = kcore_resolve_dir(in.cache_dir, "KILN_CACHE_DIR", true, &out->cache_dir)) ||
       (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir))) {
     kcore_config_free(out);
@@ -165,6 +174,7 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   out->opts.log_level = (kiln_log_level)log;
   out->opts.executor = (kiln_executor)executor;
   out->opts.matmul_precision = (kiln_matmul_precision)precision;
+  out->opts.deterministic = (kiln_determinism)determinism;
   out->opts.cache_dir = out->cache_dir;
   out->opts.dump_dir = out->dump_dir;
   out->opts.cpu_device_memory = in.cpu_device_memory;

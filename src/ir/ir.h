@@ -420,6 +420,10 @@ void kir_conv_evals(kir_eval_table *t);
 struct kiln_conv_geom;
 void kir_conv_geom_fill(const kir_p_conv *c, const kir_aval *lhs, const kir_aval *rhs,
                         const kir_aval *out, struct kiln_conv_geom *g);
+/* gather's FILL_OR_DROP element of dtype dt (its bits into elem, 8 bytes
+ * room): fill_value converted, or JAX's default (NaN, the minimum of signed
+ * and maximum of unsigned integers, true). shape_eval.c. */
+void kir_gather_fill(kiln_dtype dt, kir_opt_f64 fill, void *elem);
 
 /* Constant folding: evaluates (in program order) every effect-free equation
  * whose operands are all literals or host-bound constvars, whose evaluator

@@ -476,7 +476,7 @@ static kir_scalar kir_int_from_double(kiln_dtype dt, double v) {
 /* FILL_OR_DROP's fill element: fill_value converted to the dtype, or JAX's
  * default: NaN for floats, the minimum of signed and the maximum of
  * unsigned integers, true for bool. */
-static void kir_gather_fill(kiln_dtype dt, kir_opt_f64 fill, void *elem) {
+void kir_gather_fill(kiln_dtype dt, kir_opt_f64 fill, void *elem) {
   kir_scalar s;
   if (kiln_dtype_is_float(dt))
     s = kir_scalar_f(kir_round_to_dtype(dt, fill.present ? fill.v : NAN));

@@ -1,6 +1,6 @@
 /* The CPU backend's executables (the C target): the fusion plan's LOOP,
- * REDUCE and ROW groups, and OPAQUE groups of one float window op
- * (codegen/window.c), become C kernels compiled by the host compiler
+ * REDUCE and ROW groups, and OPAQUE groups of one window op, pad or argmax
+ * (codegen's kcg_emit_lone), become C kernels compiled by the host compiler
  * (through the kernel cache) and split across the device's threads; DOT and
  * other OPAQUE groups, and any group the emitter declines, run on the
  * reference evaluators. Executables run on host views the runtime prepares (run_host):
@@ -138,30 +138,18 @@ static int64_t kcpu_group_elements(const kir_program *p, const kfuse_group *g) {
   return most;
 }
 
-/* The window equation an OPAQUE group holds alone, reading its operands in
- * order (its kernel's ABI, codegen/window.c); NULL for any other group. */
-static const kir_eqn *kcpu_window_eqn(const kdev_build *b, const kfuse_group *g) {
-  const kir_eqn *e = g->kind == KFUSE_OPAQUE && g->n_eqns == 1 ? &b->prog->eqns[g->eqns[0]] : NULL;
-  if (!e || kir_prim_get(e->prim)->family != KIR_FAMILY_WINDOW || g->n_in != e->n_in ||
-      g->n_in_literals || g->n_out != 1 || g->out[0] != e->out[0])
-    return NULL;
-  for (int i = 0; i < e->n_in; i++)
-    if (g->in[i] != e->in[i]) return NULL;
-  return e;
-}
-
 /* Emits and compiles one group; a group the emitter declines stays on the
  * reference evaluators. */
 static kiln_status kcpu_step_build(kcpu_state *s, const kdev_build *b, const kfuse_group *grp,
                                    kcpu_step *step) {
   step->g = grp;
-  const kir_eqn *window = kcpu_window_eqn(b, grp);
-  if (!window && grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
+  const kir_eqn *lone = kcg_lone_eqn(b->prog, grp);
+  if (!lone && grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
     return KILN_OK;
   kcg_kernel k;
   kcg_target_info target = {KCG_TARGET_C, 0};
-  kiln_status st = window ? kcg_emit_window(b->prog, window, &target, &k)
-                          : kcg_emit(b->prog, grp, &target, &k);
+  kiln_status st = lone ? kcg_emit_lone(b->prog, lone, &target, &k)
+                        : kcg_emit(b->prog, grp, &target, &k);
   if (st == KILN_ERR_UNIMPLEMENTED) {
     kcore_log(b->config->opts.log_level, KILN_LOG_DEBUG,
               "fuse: a %s group stays on the reference executor: %s", kfuse_kind_name(grp->kind),

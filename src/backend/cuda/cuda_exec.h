@@ -18,8 +18,26 @@
 typedef enum kcuda_step_kind {
   KCUDA_STEP_KERNEL,
   KCUDA_STEP_GEMM,
+  KCUDA_STEP_PARTS,
   KCUDA_STEP_HOST
 } kcuda_step_kind;
+
+/* A step of several kernels for one equation (exec_parts.c, codegen's
+ * kcg_parts): kernels fn[i] = NAME_<part[i]> over items[i] elements (none:
+ * not launched), the step's matmul before part gemm_at (-1: none), scratch
+ * buffer i at off[i] in the executable's parts scratch when used[i] (else
+ * its argument is NULL). */
+typedef struct kcuda_parts_step {
+  int n, gemm_at, n_scratch;
+  const char *part[KCG_MAX_PARTS];
+  CUfunction fn[KCG_MAX_PARTS];
+  int64_t items[KCG_MAX_PARTS];
+  unsigned grid[KCG_MAX_PARTS];
+  size_t off[KCG_MAX_PARTS];
+  bool used[KCG_MAX_PARTS];
+  int64_t n_out;     /* result elements: no work when 0 */
+  const char *label; /* what the step is, for messages */
+} kcuda_parts_step;
 
 typedef struct kcuda_step {
   kcuda_step_kind kind;
@@ -31,9 +49,10 @@ typedef struct kcuda_step {
   unsigned grid, block;
   kdev_buffer scratch; /* a split reduction's counters and partials (kcg_kernel.scratch_bytes) */
   int node;        /* its node in the graph, -1 when it queues nothing (no work) */
-  kcuda_gemm gemm; /* GEMM */
+  kcuda_gemm gemm; /* GEMM, and a convolution's PARTS */
   kcuda_gemm_op *gemm_op;
   kcuda_gemm_stream *gemm_stream;
+  kcuda_parts_step parts; /* PARTS (kernel holds their module) */
 } kcuda_step;
 
 struct kdev_exec {
@@ -52,6 +71,10 @@ struct kdev_exec {
   kdev_buffer *const_dev; /* per var: the device copy of a constant kernels read */
   pthread_mutex_t mu;     /* one call at a time enqueues (arena, graph) */
   kdev_buffer arena;
+  /* The PARTS steps' scratch (im2col matrices), shared: steps run one
+   * after another on the compute stream. */
+  kdev_buffer parts_scratch;
+  size_t parts_scratch_bytes;
   unsigned long long calls;
   kcuda_graph graph;
   kiln_kernel_args *node_args; /* per node: the addresses it holds */
@@ -68,6 +91,27 @@ typedef struct kcuda_x_call {
   CUdeviceptr *out_ptr; /* per program output: where it is written */
 } kcuda_x_call;
 
+/* exec_build.c */
+/* Blocks of a grid-stride launch of kernel k on dev. */
+unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k);
+/* Plans s->gemm from desc and prepares it on x's device (the options'
+ * matmul precision applied); KILN_ERR_UNIMPLEMENTED where cuBLASLt cannot
+ * run it. */
+kiln_status kcuda_step_gemm_prepare(kdev_exec *x, const kdev_build *b, const kcuda_gemm_desc *desc,
+                                    kcuda_step *s);
+/* exec_parts.c */
+/* A PARTS step for lone equation e (a convolution or a scatter; s->kind
+ * set), its source in *k for compiling; one the emitter or cuBLASLt cannot
+ * run stays a host step (KILN_OK, k->name NULL). */
+kiln_status kcuda_step_parts_emit(kdev_exec *x, const kdev_build *b, const kir_eqn *e,
+                                  kcuda_step *s, kcg_kernel *k);
+/* Loads a PARTS step's kernels from its cubin. */
+kiln_status kcuda_step_parts_load(kdev_exec *x, kcuda_step *s, kcg_kernel *k, const void *cubin);
+/* The parts scratch, sized for every PARTS step (after they are emitted). */
+kiln_status kcuda_x_parts_scratch(kdev_exec *x);
+void kcuda_step_parts_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
+/* Queues a PARTS step's kernels (and matmul) on `stream` (compute, or a capture). */
+kiln_status kcuda_step_parts_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream);
 /* exec_compile.c */
 int kcuda_x_sm(const kiln_device *dev);
 /* Cubins of the n kernels of x's steps, compiled at once through `cache`. */
@@ -81,7 +125,9 @@ kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long lo
 void kcuda_step_gemm_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
 kiln_status kcuda_step_gemm_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream);
 kiln_status kcuda_step_kernel(const kcuda_x_call *r, const kcuda_step *s);
-kiln_status kcuda_step_gemm_run(const kcuda_x_call *r, const kcuda_step *s);
+/* A GEMM or PARTS step's work queued on `stream`; a step's node's addresses. */
+kiln_status kcuda_step_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream);
+void kcuda_step_node_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a);
 /* exec_call.c */
 kiln_status kcuda_x_run(kdev_exec *x, kiln_array *const *args, kiln_array **outs);
 /* exec_host.c */

@@ -11,7 +11,7 @@
 
 /* A split kernel's blocks come in groups of k->split (one group per tile
  * of items), so the grid is a whole number of groups, at least one. */
-static unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k) {
+unsigned kcuda_x_grid(const kiln_device *dev, const kcg_kernel *k) {
   int64_t need = (k->n_items + k->items_per_block - 1) / k->items_per_block;
   int64_t split = k->split > 1 ? k->split : 1;
   int64_t cap = (int64_t)(dev->info.multiprocessors > 0 ? dev->info.multiprocessors : 1) *
@@ -54,19 +54,24 @@ kiln_status kcuda_gemm_desc_of_group(const kir_program *p, const kfuse_group *g,
   return KILN_OK;
 }
 
-/* A DOT group as one cuBLASLt matmul; one cuBLASLt declines stays a host
- * step. */
-static kiln_status kcuda_step_gemm(kdev_exec *x, const kdev_build *b, const kir_program *p,
-                                   const kfuse_group *grp, kcuda_step *s) {
+kiln_status kcuda_step_gemm_prepare(kdev_exec *x, const kdev_build *b, const kcuda_gemm_desc *desc,
+                                    kcuda_step *s) {
   kcuda_device *d = kcuda_impl(x->dev);
-  kcuda_gemm_desc desc;
-  kiln_status st = kcuda_gemm_desc_of_group(p, grp, &desc);
-  if (!st) st = kcuda_gemm_plan(&desc, &s->gemm);
+  kiln_status st = kcuda_gemm_plan(desc, &s->gemm);
   if (!st && s->gemm.compute == KCUDA_GEMM_COMPUTE_32F && s->gemm.a.dtype == KILN_F32 &&
       b->config->opts.matmul_precision == KILN_MATMUL_TENSORFLOAT32)
     s->gemm.compute = KCUDA_GEMM_COMPUTE_32F_TF32;
   if (!st) st = kcuda_device_gemm(x->dev->backend->state, d, &s->gemm_stream);
   if (!st) st = kcuda_gemm_prepare(s->gemm_stream, &s->gemm, &s->gemm_op);
+  return st;
+}
+
+/* A DOT group's matmul; one cuBLASLt cannot run stays a host step. */
+static kiln_status kcuda_step_gemm(kdev_exec *x, const kdev_build *b, const kir_program *p,
+                                   const kfuse_group *grp, kcuda_step *s) {
+  kcuda_gemm_desc desc;
+  kiln_status st = kcuda_gemm_desc_of_group(p, grp, &desc);
+  if (!st) st = kcuda_step_gemm_prepare(x, b, &desc, s);
   if (st == KILN_ERR_UNIMPLEMENTED) {
     kcore_log(b->config->opts.log_level, KILN_LOG_DEBUG, "fuse: a DOT group runs on the host: %s",
               kiln_last_error());
@@ -77,18 +82,31 @@ static kiln_status kcuda_step_gemm(kdev_exec *x, const kdev_build *b, const kir_
   return st;
 }
 
+static bool kcuda_is_parts(kir_prim prim) {
+  switch (prim) {
+    case KIR_PRIM_CONV_GENERAL_DILATED: case KIR_PRIM_SCATTER: case KIR_PRIM_SCATTER_ADD:
+    case KIR_PRIM_SCATTER_MUL: case KIR_PRIM_SCATTER_MIN: case KIR_PRIM_SCATTER_MAX:
+      return true;
+    default: return false;
+  }
+}
+
 /* Emits one group's kernel into *k (k->name NULL when there is none): a
- * group the emitter declines becomes a host step, a DOT group a matmul. */
+ * group the emitter declines becomes a host step, a DOT group a matmul, a
+ * lone convolution or scatter several kernels (exec_parts.c), another lone
+ * equation with a kernel of its own that kernel. */
 static kiln_status kcuda_step_emit(kdev_exec *x, const kdev_build *b, const kir_program *p,
                                    const kfuse_group *grp, kcuda_step *s, kcg_kernel *k) {
   s->g = grp;
   s->node = -1;
   s->kind = KCUDA_STEP_HOST;
   if (grp->kind == KFUSE_DOT) return kcuda_step_gemm(x, b, p, grp, s);
-  if (grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
+  const kir_eqn *lone = kcg_lone_eqn(p, grp);
+  if (lone && kcuda_is_parts(lone->prim)) return kcuda_step_parts_emit(x, b, lone, s, k);
+  if (!lone && grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
     return KILN_OK;
   kcg_target_info target = {KCG_TARGET_CUDA, kcuda_x_sm(x->dev)};
-  kiln_status st = kcg_emit(p, grp, &target, k);
+  kiln_status st = lone ? kcg_emit_lone(p, lone, &target, k) : kcg_emit(p, grp, &target, k);
   if (st == KILN_ERR_UNIMPLEMENTED) {
     kcore_log(b->config->opts.log_level, KILN_LOG_DEBUG, "fuse: a %s group runs on the host: %s",
               kfuse_kind_name(grp->kind), kiln_last_error());
@@ -96,6 +114,7 @@ static kiln_status kcuda_step_emit(kdev_exec *x, const kdev_build *b, const kir_
     memset(k, 0, sizeof *k);
     return KILN_OK;
   }
+  if (!st && lone) k->n_args = lone->n_in + 1;
   return st;
 }
 
@@ -128,9 +147,12 @@ static kiln_status kcuda_x_steps_build(kdev_exec *x, const kdev_build *b, kcache
   for (; !st && x->n_steps < n; x->n_steps++)
     st = kcuda_step_emit(x, b, p, &x->plan->groups[x->n_steps], &x->steps[x->n_steps],
                          &k[x->n_steps]);
+  if (!st) st = kcuda_x_parts_scratch(x);
   if (!st) st = kcuda_x_compile(x, b->config, cache, k, cubin);
   for (int i = 0; !st && i < x->n_steps; i++)
-    if (k[i].name) st = kcuda_step_load(x, &x->steps[i], &k[i], cubin[i]);
+    if (k[i].name)
+      st = x->steps[i].kind == KCUDA_STEP_PARTS ? kcuda_step_parts_load(x, &x->steps[i], &k[i], cubin[i])
+                                               : kcuda_step_load(x, &x->steps[i], &k[i], cubin[i]);
   for (int i = 0; k && i < n; i++) kcg_kernel_free(&k[i]);
   free(k);
   free(cubin);
@@ -183,6 +205,7 @@ static void kcuda_x_free(kdev_exec *x) {
   for (int v = 0; x->const_dev && v < x->plan->n_places; v++)
     if (x->const_dev[v].ptr) x->dev->ops->release(x->dev, &x->const_dev[v]);
   if (x->arena.ptr) x->dev->ops->release(x->dev, &x->arena);
+  if (x->parts_scratch.ptr) x->dev->ops->release(x->dev, &x->parts_scratch);
   free(x->const_dev);
   free(x->node_args);
   free(x->steps);
@@ -202,6 +225,7 @@ static void kcuda_x_nodes(kdev_exec *x) {
     const kcuda_gemm *g = &s->gemm;
     bool work = s->kind == KCUDA_STEP_KERNEL ? s->g->n_items > 0
                 : s->kind == KCUDA_STEP_GEMM ? g->batch > 0 && g->m > 0 && g->n > 0
+                : s->kind == KCUDA_STEP_PARTS ? s->parts.n_out > 0
                                              : false;
     host |= s->kind == KCUDA_STEP_HOST;
     kernel |= work && s->kind == KCUDA_STEP_KERNEL;
@@ -215,13 +239,15 @@ static void kcuda_x_nodes(kdev_exec *x) {
 
 static void kcuda_step_describe(kdev_exec *x, int i) {
   kcuda_step *s = &x->steps[i];
-  snprintf(s->what, sizeof s->what, "%s step %d (%s%s)", x->label, i,
-           s->kind == KCUDA_STEP_KERNEL ? "kernel "
-           : s->kind == KCUDA_STEP_GEMM ? "cuBLASLt matmul"
-                                        : "on the host: ",
-           s->kind == KCUDA_STEP_KERNEL ? s->name
-           : s->kind == KCUDA_STEP_GEMM ? ""
-                                        : kfuse_kind_name(s->g->kind));
+  const char *kind = s->kind == KCUDA_STEP_KERNEL ? "kernel"
+                     : s->kind == KCUDA_STEP_GEMM ? "cuBLASLt matmul"
+                     : s->kind == KCUDA_STEP_PARTS ? s->parts.label
+                                                   : "on the host";
+  const char *which = s->kind == KCUDA_STEP_KERNEL || s->kind == KCUDA_STEP_PARTS ? s->name
+                      : s->kind == KCUDA_STEP_HOST ? kfuse_kind_name(s->g->kind)
+                                                   : NULL;
+  snprintf(s->what, sizeof s->what, "%s step %d (%s%s%s)", x->label, i, kind,
+           which ? (s->kind == KCUDA_STEP_KERNEL ? " " : ": ") : "", which ? which : "");
 }
 
 static kiln_status kcuda_x_build(kiln_device *dev, const kdev_build *b, kdev_exec **out) {
@@ -276,6 +302,10 @@ static kiln_status kcuda_x_describe(const kdev_exec *x, char **text) {
                    s->grid, s->block, s->source);
     else if (s->kind == KCUDA_STEP_GEMM)
       kcg_buf_addf(&buf, "\n/* ---- group %d: cuBLASLt matmul: %s ---- */\n", i, s->gemm.what);
+    else if (s->kind == KCUDA_STEP_PARTS)
+      kcg_buf_addf(&buf, "\n/* ---- group %d: %s, %s%s%s ---- */\n%s", i, s->parts.label, s->name,
+                   s->parts.gemm_at >= 0 ? ", around cuBLASLt matmul " : "",
+                   s->parts.gemm_at >= 0 ? s->gemm.what : "", s->source);
     else
       kcg_buf_addf(&buf, "\n/* ---- group %d (%s): host step ---- */\n", i,
                    kfuse_kind_name(s->g->kind));

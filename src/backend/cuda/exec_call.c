@@ -1,8 +1,10 @@
 /* Fused execution on CUDA devices. The fusion plan's LOOP, REDUCE and ROW
  * groups become CUDA kernels (emitted for the device's compute capability,
  * compiled by NVRTC through the kernel cache, loaded once per executable);
- * DOT groups are cuBLASLt matmuls (with their bias and relu epilogues); the
- * other groups, and any the emitter or cuBLASLt declines, are host steps:
+ * DOT groups are cuBLASLt matmuls (with their bias and relu epilogues); a
+ * lone convolution is im2col copies around a cuBLASLt matmul (exec_parts.c),
+ * a lone window op a kernel; the other groups, and any the emitter or
+ * cuBLASLt declines, are host steps:
  * their inputs come down, the reference evaluators run, their outputs go
  * back up.
  *
@@ -31,14 +33,16 @@
 /* One step, inside an NVTX range named after it. A step on the device is
  * marked on the fault trail; a host step waits, and names its failures. */
 static kiln_status kcuda_x_step(const kcuda_x_call *r, const kcuda_step *s) {
-  kcore_range_push(s->kind == KCUDA_STEP_KERNEL ? s->name
+  kcore_range_push(s->kind == KCUDA_STEP_KERNEL || s->kind == KCUDA_STEP_PARTS ? s->name
                    : s->kind == KCUDA_STEP_GEMM ? "kiln cuBLASLt matmul"
                                                 : "kiln host step");
   kiln_status st = KILN_OK;
   if (s->kind == KCUDA_STEP_HOST) {
     st = kcuda_step_host(r, s);
   } else if (s->node >= 0 && !(st = kcuda_trail_enter(r->d, s->what))) {
-    st = s->kind == KCUDA_STEP_KERNEL ? kcuda_step_kernel(r, s) : kcuda_step_gemm_run(r, s);
+    st = s->kind == KCUDA_STEP_KERNEL ? kcuda_step_kernel(r, s)
+         : s->kind == KCUDA_STEP_GEMM ? kcuda_step_queue(r, s, s->gemm_stream->stream)
+                                      : kcuda_step_queue(r, s, r->d->compute);
     kcuda_trail_leave(r->d);
   }
   kcore_range_pop();

@@ -1,6 +1,7 @@
 /* CUDA graphs of the CUDA executor: from the second call on, a program of
  * kernels and matmuls is built once into a graph and replayed, kernel nodes
- * updated in place and matmuls re-captured where an address changed. */
+ * updated in place and matmuls (and convolutions) re-captured where an
+ * address changed. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,19 +23,11 @@ typedef struct kcuda_x_node_make {
 
 static kiln_status kcuda_x_node_capture(void *user, CUstream stream) {
   const kcuda_x_node_make *m = user;
-  return kcuda_step_gemm_queue(m->r, m->s, stream);
-}
-
-/* The addresses step s's node holds for this call. */
-static void kcuda_step_node_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a) {
-  if (s->kind == KCUDA_STEP_KERNEL)
-    kcuda_step_args(r, s, a);
-  else
-    kcuda_step_gemm_args(r, s, a);
+  return kcuda_step_queue(m->r, m->s, stream);
 }
 
 /* Step s's graph node: its kernel launch with arguments a, or its matmul
- * captured with this call's addresses. */
+ * (a convolution's copies with it) captured with this call's addresses. */
 static kcuda_graph_node kcuda_step_node(const kcuda_x_call *r, const kcuda_step *s,
                                         kiln_kernel_args *a, kcuda_x_node_make *m) {
   m->r = r;

@@ -1,6 +1,7 @@
 /* One step of a CUDA executable on the device: where its operands live
  * (arena, constants, the call's arrays), a kernel's launch, a matmul queued
- * on a stream. A call (exec_call.c), a graph (exec_graph.c) and a host step
+ * or a convolution (exec_parts.c) on a stream. A call (exec_call.c), a graph
+ * (exec_graph.c) and a host step
  * (exec_host.c) all build on these. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,16 @@ kiln_status kcuda_step_gemm_queue(const kcuda_x_call *r, const kcuda_step *s, CU
                         (CUdeviceptr)(uintptr_t)a.ptr[3]);
 }
 
-kiln_status kcuda_step_gemm_run(const kcuda_x_call *r, const kcuda_step *s) {
-  return kcuda_step_gemm_queue(r, s, s->gemm_stream->stream);
+kiln_status kcuda_step_queue(const kcuda_x_call *r, const kcuda_step *s, CUstream stream) {
+  return s->kind == KCUDA_STEP_PARTS ? kcuda_step_parts_queue(r, s, stream)
+                                    : kcuda_step_gemm_queue(r, s, stream);
+}
+
+void kcuda_step_node_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_args *a) {
+  if (s->kind == KCUDA_STEP_KERNEL)
+    kcuda_step_args(r, s, a);
+  else if (s->kind == KCUDA_STEP_PARTS)
+    kcuda_step_parts_args(r, s, a);
+  else
+    kcuda_step_gemm_args(r, s, a);
 }
