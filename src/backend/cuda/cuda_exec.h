@@ -47,6 +47,7 @@ typedef struct kcuda_step {
   char what[112]; /* "jit(f) step 3 (kernel kiln_loop_2)", for messages and the fault trail */
   kcuda_kernel kernel;
   unsigned grid, block;
+  int64_t n_items; /* KERNEL: the kernel's work items (its range is [0, n_items)) */
   kdev_buffer scratch; /* a split reduction's counters and partials (kcg_kernel.scratch_bytes) */
   int node;        /* its node in the graph, -1 when it queues nothing (no work) */
   kcuda_gemm gemm; /* GEMM, and a convolution's PARTS */

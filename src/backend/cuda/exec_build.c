@@ -129,6 +129,7 @@ static kiln_status kcuda_step_load(kdev_exec *x, kcuda_step *s, kcg_kernel *k, c
   s->kind = KCUDA_STEP_KERNEL;
   if ((st = kcuda_step_scratch(x, s, k))) return st;
   s->grid = kcuda_x_grid(x->dev, k);
+  s->n_items = k->n_items;
   s->block = (unsigned)k->block_threads;
   s->name = k->name;
   s->source = k->source;
@@ -223,7 +224,7 @@ static void kcuda_x_nodes(kdev_exec *x) {
   for (int i = 0; i < x->n_steps; i++) {
     kcuda_step *s = &x->steps[i];
     const kcuda_gemm *g = &s->gemm;
-    bool work = s->kind == KCUDA_STEP_KERNEL ? s->g->n_items > 0
+    bool work = s->kind == KCUDA_STEP_KERNEL ? s->n_items > 0
                 : s->kind == KCUDA_STEP_GEMM ? g->batch > 0 && g->m > 0 && g->n > 0
                 : s->kind == KCUDA_STEP_PARTS ? s->parts.n_out > 0
                                              : false;

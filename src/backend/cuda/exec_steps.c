@@ -40,7 +40,7 @@ void kcuda_step_args(const kcuda_x_call *r, const kcuda_step *s, kiln_kernel_arg
 kcuda_launch kcuda_step_launch(const kcuda_step *s, kiln_kernel_args *a, long long *range,
                                       void **params) {
   range[0] = 0;
-  range[1] = s->g->n_items;
+  range[1] = s->n_items;
   params[0] = a;
   params[1] = &range[0];
   params[2] = &range[1];
