@@ -359,6 +359,22 @@ static kiln_status plan_per_shard(shard_plan *pl, krt_program *p, const kiln_sha
   return st;
 }
 
+/* Donation needs the argument's own memory where the program reads it:
+ * per shard, its shards as they are; on the jit's device, the array
+ * itself. A donated leaf moved first is not donated (JAX warns too). */
+static void keep_donations(const shard_plan *pl, krt_program *p, kiln_array *const *arrays) {
+  for (int i = 0; !pl->smap && i < pl->n_in; i++) {
+    const kiln_sharding *own = kdist_array_sharding(arrays[i]);
+    bool keep = pl->per_shard ? own && kiln_sharding_equal(own, pl->target[i]) : !pl->target[i];
+    if (!p->donated[i] || keep) continue;
+    p->donated[i] = false;
+    char t[200];
+    kiln_array_describe(arrays[i], t, sizeof t);
+    KRT_LOG(p->ctx, KILN_LOG_WARN, "jit(%s): donated argument leaf %d (%s) is moved or resharded "
+            "before the call: not donated", p->f->name, i, t);
+  }
+}
+
 static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program *p) {
   const shard_opts *o = opts;
   shard_plan *pl = calloc(1, sizeof *pl);
@@ -408,6 +424,7 @@ static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program 
       if (eff[i]) st = kiln_sharding_single(p->dev, &pl->target[i]);
     if (!st && smap) st = put_before_shard_maps(p, eff);
   }
+  if (!st) keep_donations(pl, p, arrays);
   free(arrays), free(eff);
   if (st) {
     plan_free(pl);
@@ -528,6 +545,8 @@ static kiln_status call(const kiln_compiled *c, const kiln_tree *args, kiln_tree
   }
   if (!st && pl->smap) st = kdist_smap_call(pl->smap, &c->env, moved, res);
   else if (!st && pl->per_shard) st = run_shards(c, pl, moved, pieces);
+  for (int i = 0; !st && pl->per_shard && i < n; i++) /* its shards went with each device's call */
+    if (c->p.donated[i]) kiln_array_delete(leaves[i]->u.array);
   else if (!st) st = krt_execute(c, moved, res);
   for (int k = 0; !st && pl->per_shard && k < n_out; k++) st = wrap_result(pl, k, pieces + k * nd, &res[k]);
   for (int k = 0; !st && k < n_out; k++) {
