@@ -336,6 +336,33 @@ TEST_F(SpmdSharded, EachDeviceWritesItsResultOverItsDonatedShard) {
   kiln_array_release(a);
 }
 
+kiln_tree *SinTwice(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *x = kiln_arg(args, 0);
+  return kiln_tree_val(kiln_mul(t, kiln_sin(t, x), kiln_scalar_f(t, 2.0)));
+}
+
+// jit without a shard_map over a sharded argument runs shard by shard: a
+// donated argument's shards go to each device's call and it is deleted.
+TEST_F(SpmdSharded, PerShardJitDonatesTheShardsItRunsOn) {
+  ASSERT_EQ(kiln_func_new(SinTwice, nullptr, "sin_twice", &f_), KILN_OK);
+  const int donate[1] = {0};
+  kiln_jit_options o{};
+  o.donate_argnums = donate, o.num_donate = 1;
+  kiln_jit *plain = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, f_, nullptr, &plain), KILN_OK);
+  ASSERT_EQ(kiln_jit_new(ctx_, f_, &o, &jit_), KILN_OK);
+  kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i")), *want = nullptr, *got = nullptr;
+  ASSERT_EQ(kiln_jit_call_arrays(plain, 1, &x, 1, &want), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 1, &x, 1, &got), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(kiln_array_is_deleted(x));
+  EXPECT_TRUE(ShardedAs(got, "i"));
+  EXPECT_EQ(ToHost(got), ToHost(want));
+  kiln_array *res = nullptr;
+  EXPECT_EQ(kiln_jit_call_arrays(jit_, 1, &x, 1, &res), KILN_ERR_DELETED);
+  kiln_jit_free(plain);
+  for (kiln_array *a : {x, want, got}) kiln_array_release(a);
+}
+
 // A donated argument that must be laid out first (an ordinary array for a
 // P('i') operand) is not donated, as JAX warns and keeps it: the call gives
 // the undonated values and the argument stays usable.
