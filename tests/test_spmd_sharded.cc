@@ -124,6 +124,20 @@ class SpmdSharded : public CpuDevices {
     kiln_sharding_free(have), kiln_sharding_free(want);
     return same;
   }
+  // Options donating these top-level arguments (kept by the fixture).
+  const kiln_jit_options *Donating(std::vector<int> argnums) {
+    donate_ = argnums;
+    opts_ = kiln_jit_options{};
+    opts_.donate_argnums = donate_.data(), opts_.num_donate = (int)donate_.size();
+    return &opts_;
+  }
+  // jit_ of f donating argument 0, and *plain the same without donation.
+  void DonatingJits(kiln_func *f, kiln_jit **plain) {
+    ASSERT_EQ(kiln_jit_new(ctx_, f, nullptr, plain), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_jit_new(ctx_, f, Donating({0}), &jit_), KILN_OK) << kiln_last_error();
+  }
+  std::vector<int> donate_;
+  kiln_jit_options opts_{};
   kiln_mesh *mesh_ = nullptr;
   kiln_func *f_ = nullptr, *sm_ = nullptr;
   kiln_jit *jit_ = nullptr;
@@ -273,10 +287,7 @@ TEST_F(SpmdSharded, DonatedArgumentsAreDeletedWithTheValuesUnchanged) {
   kiln_array *w0 = nullptr, *y0 = nullptr;
   Run(true, 1, &w0, &y0);
   kiln_jit_free(jit_), kiln_func_free(sm_), kiln_func_free(f_);
-  const int donate[2] = {0, 1};
-  kiln_jit_options o{};
-  o.donate_argnums = donate, o.num_donate = 2;
-  Build(Step, nullptr, &o);
+  Build(Step, nullptr, Donating({0, 1}));
   kiln_array *w = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
   kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i"));
   kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
@@ -316,10 +327,7 @@ TEST_F(SpmdSharded, EachDeviceWritesItsResultOverItsDonatedShard) {
   kiln_tree *ins = kiln_tree_tuple(1, &in_leaf), *outs = kiln_tree_ptr(rep);
   ASSERT_EQ(kiln_shard_map(f_, mesh_, ins, outs, 1, &sm_), KILN_OK) << kiln_last_error();
   kiln_tree_free(ins), kiln_tree_free(outs), kiln_pspec_free(rep);
-  const int donate[1] = {0};
-  kiln_jit_options o{};
-  o.donate_argnums = donate, o.num_donate = 1;
-  ASSERT_EQ(kiln_jit_new(ctx_, sm_, &o, &jit_), KILN_OK);
+  ASSERT_EQ(kiln_jit_new(ctx_, sm_, Donating({0}), &jit_), KILN_OK);
   kiln_array *a = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
   std::vector<const void *> ap = ShardData(a);
   float k = 1;
@@ -345,12 +353,8 @@ kiln_tree *SinTwice(kiln_trace *t, const kiln_tree *args, void *) {
 // donated argument's shards go to each device's call and it is deleted.
 TEST_F(SpmdSharded, PerShardJitDonatesTheShardsItRunsOn) {
   ASSERT_EQ(kiln_func_new(SinTwice, nullptr, "sin_twice", &f_), KILN_OK);
-  const int donate[1] = {0};
-  kiln_jit_options o{};
-  o.donate_argnums = donate, o.num_donate = 1;
   kiln_jit *plain = nullptr;
-  ASSERT_EQ(kiln_jit_new(ctx_, f_, nullptr, &plain), KILN_OK);
-  ASSERT_EQ(kiln_jit_new(ctx_, f_, &o, &jit_), KILN_OK);
+  DonatingJits(f_, &plain);
   kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i")), *want = nullptr, *got = nullptr;
   ASSERT_EQ(kiln_jit_call_arrays(plain, 1, &x, 1, &want), KILN_OK) << kiln_last_error();
   ASSERT_EQ(kiln_jit_call_arrays(jit_, 1, &x, 1, &got), KILN_OK) << kiln_last_error();
@@ -371,10 +375,7 @@ TEST_F(SpmdSharded, ADonatedArgumentThatIsReshardedIsKept) {
   kiln_array *w0 = nullptr, *y0 = nullptr;
   Run(false, 1, &w0, &y0);
   kiln_jit_free(jit_), kiln_func_free(sm_), kiln_func_free(f_);
-  const int donate[1] = {1};
-  kiln_jit_options o{};
-  o.donate_argnums = donate, o.num_donate = 1;
-  Build(Step, nullptr, &o);
+  Build(Step, nullptr, Donating({1}));
   kiln_array *w = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
   kiln_array *x = Put(X(), {2 * n_, 3}, nullptr);  // on device 0 only
   kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
@@ -400,12 +401,8 @@ kiln_tree *Update(kiln_trace *t, const kiln_tree *args, void *) {
 TEST_F(SpmdSharded, PmapDonatesItsArgumentsPerDevice) {
   ASSERT_EQ(kiln_func_new(Update, nullptr, "update", &f_), KILN_OK);
   ASSERT_EQ(kiln_pmap(ctx_, f_, "i", 0, nullptr, 0, 0, nullptr, &sm_), KILN_OK) << kiln_last_error();
-  const int donate[1] = {0};
-  kiln_jit_options o{};
-  o.donate_argnums = donate, o.num_donate = 1;
   kiln_jit *plain = nullptr;
-  ASSERT_EQ(kiln_jit_new(ctx_, sm_, nullptr, &plain), KILN_OK);
-  ASSERT_EQ(kiln_jit_new(ctx_, sm_, &o, &jit_), KILN_OK);
+  DonatingJits(sm_, &plain);
   std::vector<float> pv((size_t)(4 * n_)), gv(pv.size());
   for (size_t i = 0; i < pv.size(); i++) pv[i] = (float)(i % 4), gv[i] = (float)i - 3;
   auto put = [&](const std::vector<float> &v) { return Put(v, {n_, 4}, Named(mesh_, "i")); };

@@ -488,8 +488,20 @@ kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer 
   kir_mesh m;
   kiln_status st = !state ? KILN_ERR_INTERNAL : kir_mesh_parse("shard_map", e->params.shard_map.mesh, &m);
   if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
-  for (int k = 0; k < e->params.shard_map.jaxpr->n_outvars; k++)
+  const kir_program *body = e->params.shard_map.jaxpr;
+  for (int k = 0; k < body->n_outvars; k++) {
     donor[k] = !st && entry ? state->ctx->be.exec->output_donor(entry->x[0], k) : -1;
+    /* The reference evaluators write outputs last (invars among them
+     * first): any donated invar of the type will do. */
+    for (int j = 0; !st && !entry && donated && kdist_invar_index(body, body->outvars[k]) < 0 &&
+                    donor[k] < 0 && j < body->n_invars; j++) {
+      bool taken = false;
+      for (int i = 0; i < k; i++) taken |= donor[i] == j;
+      if (donated[j] && !taken && kir_aval_typematch(kir_var_aval(body, body->invars[j]),
+                                                     kir_var_aval(body, body->outvars[k])))
+        donor[k] = j;
+    }
+  }
   return st;
 }
 
