@@ -146,6 +146,17 @@ class SpmdCuda : public ::testing::Test {
     return st;
   }
 
+  // pmap of body over devices 0 and 1 (axis "i", in_axes 0), into devs.
+  void PmapOverTwo(Body *body, kiln_device *devs[2], kiln_func **pm) {
+    kiln_func *f = nullptr;
+    ASSERT_EQ(kiln_func_new(Apply, body, "body", &f), KILN_OK);
+    funcs_.push_back(f);
+    for (int i = 0; i < 2; i++) ASSERT_EQ(kiln_device_get(ctx_, i, &devs[i]), KILN_OK);
+    int in_axes[] = {0};
+    ASSERT_EQ(kiln_pmap(ctx_, f, "i", 1, in_axes, 0, 2, devs, pm), KILN_OK) << kiln_last_error();
+    funcs_.push_back(*pm);
+  }
+
   kiln_ctx *ctx_ = nullptr;
   kiln_mesh *mesh_ = nullptr;
   int n_ = 0;
@@ -387,14 +398,9 @@ TEST_F(SpmdCuda, PsumOfAPytreeIsBucketed) {
 TEST_F(SpmdCuda, PmapOverTwoDevices) {
   SKIP_WITHOUT(2);
   Body b{Psum};
-  kiln_func *f = nullptr, *pm = nullptr;
-  ASSERT_EQ(kiln_func_new(Apply, &b, "body", &f), KILN_OK);
-  funcs_.push_back(f);
+  kiln_func *pm = nullptr;
   kiln_device *devs[2];
-  for (int i = 0; i < 2; i++) ASSERT_EQ(kiln_device_get(ctx_, i, &devs[i]), KILN_OK);
-  int in_axes[] = {0};
-  ASSERT_EQ(kiln_pmap(ctx_, f, "i", 1, in_axes, 0, 2, devs, &pm), KILN_OK) << kiln_last_error();
-  funcs_.push_back(pm);
+  PmapOverTwo(&b, devs, &pm);
   std::vector<float> y;
   std::vector<int64_t> shape;
   ASSERT_EQ(Call(pm, {2, 3}, &y, &shape), KILN_OK) << kiln_last_error();
@@ -410,13 +416,9 @@ TEST_F(SpmdCuda, PmapOverTwoDevices) {
 TEST_F(SpmdCuda, PmapDonatesWhatItDoesNotMoveFirst) {
   SKIP_WITHOUT(2);
   Body b{Psum};
-  kiln_func *f = nullptr, *pm = nullptr;
-  ASSERT_EQ(kiln_func_new(Apply, &b, "body", &f), KILN_OK);
-  funcs_.push_back(f);
+  kiln_func *pm = nullptr;
   kiln_device *devs[2];
-  for (int i = 0; i < 2; i++) ASSERT_EQ(kiln_device_get(ctx_, i, &devs[i]), KILN_OK);
-  ASSERT_EQ(kiln_pmap(ctx_, f, "i", 0, nullptr, 0, 2, devs, &pm), KILN_OK) << kiln_last_error();
-  funcs_.push_back(pm);
+  PmapOverTwo(&b, devs, &pm);
   const int64_t two[1] = {2};
   const char *names[1] = {"i"};
   ASSERT_EQ(kiln_mesh_new(ctx_, 1, two, names, devs, &mesh_), KILN_OK) << kiln_last_error();

@@ -400,13 +400,15 @@ kiln_tree *Update(kiln_trace *t, const kiln_tree *args, void *) {
 // p's; passing p twice in one call is an error that names both leaves.
 TEST_F(SpmdSharded, PmapDonatesItsArgumentsPerDevice) {
   ASSERT_EQ(kiln_func_new(Update, nullptr, "update", &f_), KILN_OK);
-  ASSERT_EQ(kiln_pmap(ctx_, f_, "i", 0, nullptr, 0, 0, nullptr, &sm_), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_pmap(ctx_, f_, "i", 0, nullptr, 0, 0, nullptr, &sm_), KILN_OK)
+      << kiln_last_error();
   kiln_jit *plain = nullptr;
   DonatingJits(sm_, &plain);
   std::vector<float> pv((size_t)(4 * n_)), gv(pv.size());
   for (size_t i = 0; i < pv.size(); i++) pv[i] = (float)(i % 4), gv[i] = (float)i - 3;
   auto put = [&](const std::vector<float> &v) { return Put(v, {n_, 4}, Named(mesh_, "i")); };
-  kiln_array *p = put(pv), *g = put(gv), *want[2] = {nullptr, nullptr}, *got[2] = {nullptr, nullptr};
+  kiln_array *p = put(pv), *g = put(gv);
+  kiln_array *want[2] = {nullptr, nullptr}, *got[2] = {nullptr, nullptr};
   kiln_array *in[2] = {p, g};
   ASSERT_EQ(kiln_jit_call_arrays(plain, 2, in, 2, want), KILN_OK) << kiln_last_error();
   EXPECT_FALSE(kiln_array_is_deleted(p));

@@ -153,8 +153,9 @@ static kiln_status check_donated(const kdist_smap_plan *pl, kiln_array *const *a
   for (int k = 0; k < pl->n_in; k++) {
     int i = pl->leaf[k];
     for (int j = 0; pl->donate[k] && j < pl->n_leaves; j++)
-      if (j != i && (args[i] == args[j] || (args[i]->shards && args[j]->shards &&
-                                             args[i]->shards->arrays[0] == args[j]->shards->arrays[0])))
+      if (j != i && (args[i] == args[j] ||
+                     (args[i]->shards && args[j]->shards &&
+                      args[i]->shards->arrays[0] == args[j]->shards->arrays[0])))
         return kcore_fail(KILN_ERR_ARGUMENT, "jit(shard_map): donated argument leaf %d is also "
                           "passed as leaf %d", i, j);
   }
@@ -175,7 +176,8 @@ static kiln_status own_shards(const kdist_smap_plan *pl, kiln_array *const *args
               pl->leaf[k], t);
   }
   for (int64_t d = 0; *own && d < pl->mesh->ndevices; d++) {
-    kiln_status st = kdev_array_check_donation("jit(shard_map)", moved[k]->shards->arrays[d], pl->leaf[k]);
+    kiln_status st =
+        kdev_array_check_donation("jit(shard_map)", moved[k]->shards->arrays[d], pl->leaf[k]);
     if (st) return st;
   }
   return KILN_OK;
@@ -220,8 +222,9 @@ kiln_status kdist_smap_call(const kdist_smap_plan *pl, const kir_eval_env *env,
     const kir_aval *a = kir_var_aval(body, body->outvars[k]);
     for (int64_t d = 0; !st && d < nd; d++) {
       kiln_array **o = &outs[(size_t)k * (size_t)nd + (size_t)d];
-      if (!*o)
-        st = kdev_array_take_buffer(moved[donor[k]]->shards->arrays[d], a->dtype, a->rank, a->shape, o);
+      if (!*o) /* the donor's shard becomes the result's */
+        st = kdev_array_take_buffer(moved[donor[k]]->shards->arrays[d], a->dtype, a->rank,
+                                    a->shape, o);
     }
   }
   for (int k = 0; !st && k < pl->n_out; k++) {

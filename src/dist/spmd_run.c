@@ -486,7 +486,8 @@ kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer 
   spmd_state *state = local_state(ctx);
   body_entry *entry = NULL;
   kir_mesh m;
-  kiln_status st = !state ? KILN_ERR_INTERNAL : kir_mesh_parse("shard_map", e->params.shard_map.mesh, &m);
+  kiln_status st =
+      !state ? KILN_ERR_INTERNAL : kir_mesh_parse("shard_map", e->params.shard_map.mesh, &m);
   if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
   const kir_program *body = e->params.shard_map.jaxpr;
   for (int k = 0; k < body->n_outvars; k++) {
