@@ -146,6 +146,17 @@ class SpmdCuda : public ::testing::Test {
     return st;
   }
 
+  // pmap of body over devices 0 and 1 (axis "i", in_axes 0), into devs.
+  void PmapOverTwo(Body *body, kiln_device *devs[2], kiln_func **pm) {
+    kiln_func *f = nullptr;
+    ASSERT_EQ(kiln_func_new(Apply, body, "body", &f), KILN_OK);
+    funcs_.push_back(f);
+    for (int i = 0; i < 2; i++) ASSERT_EQ(kiln_device_get(ctx_, i, &devs[i]), KILN_OK);
+    int in_axes[] = {0};
+    ASSERT_EQ(kiln_pmap(ctx_, f, "i", 1, in_axes, 0, 2, devs, pm), KILN_OK) << kiln_last_error();
+    funcs_.push_back(*pm);
+  }
+
   kiln_ctx *ctx_ = nullptr;
   kiln_mesh *mesh_ = nullptr;
   int n_ = 0;
@@ -387,20 +398,56 @@ TEST_F(SpmdCuda, PsumOfAPytreeIsBucketed) {
 TEST_F(SpmdCuda, PmapOverTwoDevices) {
   SKIP_WITHOUT(2);
   Body b{Psum};
-  kiln_func *f = nullptr, *pm = nullptr;
-  ASSERT_EQ(kiln_func_new(Apply, &b, "body", &f), KILN_OK);
-  funcs_.push_back(f);
+  kiln_func *pm = nullptr;
   kiln_device *devs[2];
-  for (int i = 0; i < 2; i++) ASSERT_EQ(kiln_device_get(ctx_, i, &devs[i]), KILN_OK);
-  int in_axes[] = {0};
-  ASSERT_EQ(kiln_pmap(ctx_, f, "i", 1, in_axes, 0, 2, devs, &pm), KILN_OK) << kiln_last_error();
-  funcs_.push_back(pm);
+  PmapOverTwo(&b, devs, &pm);
   std::vector<float> y;
   std::vector<int64_t> shape;
   ASSERT_EQ(Call(pm, {2, 3}, &y, &shape), KILN_OK) << kiln_last_error();
   EXPECT_EQ(shape, (std::vector<int64_t>{2, 3}));
   for (int d = 0; d < 2; d++)
     for (int j = 0; j < 3; j++) EXPECT_EQ(y[(size_t)(d * 3 + j)], (float)(j + 3 + j));
+}
+
+// jit(pmap, donate_argnums=(0,)) over CUDA devices runs on the jit's device
+// (the lockstep driver splits the arguments there): an ordinary array on it
+// is donated and deleted, as single-device jit does; a sharded one would
+// be gathered first, so it is kept (a warning), and both give the sums.
+TEST_F(SpmdCuda, PmapDonatesWhatItDoesNotMoveFirst) {
+  SKIP_WITHOUT(2);
+  Body b{Psum};
+  kiln_func *pm = nullptr;
+  kiln_device *devs[2];
+  PmapOverTwo(&b, devs, &pm);
+  const int64_t two[1] = {2};
+  const char *names[1] = {"i"};
+  ASSERT_EQ(kiln_mesh_new(ctx_, 1, two, names, devs, &mesh_), KILN_OK) << kiln_last_error();
+  kiln_pspec *split = nullptr;
+  kiln_sharding *s = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("i", &split), KILN_OK);
+  ASSERT_EQ(kiln_sharding_named(mesh_, split, &s), KILN_OK);
+  kiln_pspec_free(split);
+  const int donate[1] = {0};
+  kiln_jit_options o{};
+  o.donate_argnums = donate, o.num_donate = 1;
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, pm, &o, &j), KILN_OK);
+  const float v[6] = {0, 1, 2, 3, 4, 5};
+  const int64_t shape[2] = {2, 3};
+  for (bool sharded : {false, true}) {
+    kiln_array *x = nullptr, *y = nullptr;
+    ASSERT_EQ(sharded ? kiln_device_put_host(s, KILN_F32, 2, shape, v, sizeof v, &x)
+                      : kiln_array_from_host(devs[0], KILN_F32, 2, shape, v, sizeof v, &x),
+              KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_jit_call_arrays(j, 1, &x, 1, &y), KILN_OK) << kiln_last_error();
+    EXPECT_EQ(kiln_array_is_deleted(x), sharded ? 0 : 1) << (sharded ? "sharded" : "ordinary");
+    float got[6];
+    ASSERT_EQ(kiln_array_to_host(y, got, sizeof got), KILN_OK) << kiln_last_error();
+    for (int i = 0; i < 6; i++) EXPECT_EQ(got[i], (float)(2 * (i % 3) + 3)) << i;
+    kiln_array_release(x), kiln_array_release(y);
+  }
+  kiln_jit_free(j);
+  kiln_sharding_free(s);
 }
 
 kiln_val *GatherIndex(kiln_trace *t, kiln_val *, const Body &b) {

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "dist_test_support.h"
@@ -71,7 +72,7 @@ class SpmdSharded : public CpuDevices {
     kiln_mesh_free(mesh_);
     CpuDevices::TearDown();
   }
-  void Build(kiln_fn fn, void *user) {
+  void Build(kiln_fn fn, void *user, const kiln_jit_options *opts = nullptr) {
     ASSERT_EQ(kiln_func_new(fn, user, "step", &f_), KILN_OK);
     kiln_pspec *rep = nullptr, *split = nullptr;
     ASSERT_EQ(kiln_pspec_parse("", &rep), KILN_OK);
@@ -82,7 +83,7 @@ class SpmdSharded : public CpuDevices {
     ASSERT_EQ(kiln_shard_map(f_, mesh_, ins, outs, 1, &sm_), KILN_OK) << kiln_last_error();
     kiln_tree_free(ins), kiln_tree_free(outs);
     kiln_pspec_free(rep), kiln_pspec_free(split);
-    ASSERT_EQ(kiln_jit_new(ctx_, sm_, nullptr, &jit_), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_jit_new(ctx_, sm_, opts, &jit_), KILN_OK) << kiln_last_error();
   }
   // w: 3 floats, x: (2n, 3), on device 0 or laid out by `s` (NULL: plain).
   kiln_array *Put(const std::vector<float> &v, std::vector<int64_t> shape, kiln_sharding *s) {
@@ -123,6 +124,20 @@ class SpmdSharded : public CpuDevices {
     kiln_sharding_free(have), kiln_sharding_free(want);
     return same;
   }
+  // Options donating these top-level arguments (kept by the fixture).
+  const kiln_jit_options *Donating(std::vector<int> argnums) {
+    donate_ = argnums;
+    opts_ = kiln_jit_options{};
+    opts_.donate_argnums = donate_.data(), opts_.num_donate = (int)donate_.size();
+    return &opts_;
+  }
+  // jit_ of f donating argument 0, and *plain the same without donation.
+  void DonatingJits(kiln_func *f, kiln_jit **plain) {
+    ASSERT_EQ(kiln_jit_new(ctx_, f, nullptr, plain), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_jit_new(ctx_, f, Donating({0}), &jit_), KILN_OK) << kiln_last_error();
+  }
+  std::vector<int> donate_;
+  kiln_jit_options opts_{};
   kiln_mesh *mesh_ = nullptr;
   kiln_func *f_ = nullptr, *sm_ = nullptr;
   kiln_jit *jit_ = nullptr;
@@ -249,6 +264,168 @@ TEST_F(SpmdSharded, ALargePsumAgreesOnEveryElement) {
   }
   kiln_jit_free(j);
   kiln_func_free(sm), kiln_func_free(f);
+}
+
+// ---- donation (jax.jit(shard_map, donate_argnums), jax.pmap's) ----
+
+// Each device's data address of a sharded array's shards.
+std::vector<const void *> ShardData(kiln_array *a) {
+  std::vector<const void *> v;
+  for (int64_t d = 0; d < kiln_array_shard_count(a); d++) {
+    kiln_array *s = nullptr;
+    EXPECT_EQ(kiln_array_shard(a, d, &s, nullptr, nullptr), KILN_OK) << kiln_last_error();
+    v.push_back(s ? DataOf(s) : nullptr);
+    kiln_array_release(s);
+  }
+  return v;
+}
+
+// Donating w and x: both are deleted, the values are the undonated call's,
+// and the results can be donated in turn.
+TEST_F(SpmdSharded, DonatedArgumentsAreDeletedWithTheValuesUnchanged) {
+  Build(Step, nullptr);
+  kiln_array *w0 = nullptr, *y0 = nullptr;
+  Run(true, 1, &w0, &y0);
+  kiln_jit_free(jit_), kiln_func_free(sm_), kiln_func_free(f_);
+  Build(Step, nullptr, Donating({0, 1}));
+  kiln_array *w = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
+  kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i"));
+  kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, out), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(kiln_array_is_deleted(w));
+  EXPECT_TRUE(kiln_array_is_deleted(x));
+  EXPECT_EQ(ToHost(out[0]), ToHost(w0));
+  EXPECT_EQ(ToHost(out[1]), ToHost(y0));
+  EXPECT_TRUE(ShardedAs(out[0], ""));
+  EXPECT_TRUE(ShardedAs(out[1], "i"));
+  // A donated array used again fails the way a single-device jit's does.
+  kiln_array *again[2] = {w, out[1]}, *res[2] = {nullptr, nullptr};
+  EXPECT_EQ(kiln_jit_call_arrays(jit_, 2, again, 2, res), KILN_ERR_DELETED);
+  EXPECT_NE(std::string(kiln_last_error()).find("deleted"), std::string::npos) << kiln_last_error();
+  EXPECT_FALSE(kiln_array_is_deleted(out[1])) << "a failed call donates nothing";
+  EXPECT_EQ(kiln_array_to_host(w, nullptr, 0), KILN_ERR_DELETED);
+  // The results are donated in turn.
+  kiln_array *next[2] = {out[0], out[1]};
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, next, 2, res), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(kiln_array_is_deleted(out[0]) && kiln_array_is_deleted(out[1]));
+  for (kiln_array *a : {w0, y0, w, x, out[0], out[1], res[0], res[1]}) kiln_array_release(a);
+}
+
+kiln_tree *Twice(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *a = kiln_arg(args, 0);
+  return kiln_tree_val(kiln_psum(t, kiln_mul(t, a, kiln_scalar_f(t, 2.0)), "i"));
+}
+
+// Each device's result is written over its donated replica of a (a is
+// dead once a * 2 is made), as XLA aliases a donated buffer: no new
+// buffers, call after call.
+TEST_F(SpmdSharded, EachDeviceWritesItsResultOverItsDonatedShard) {
+  ASSERT_EQ(kiln_func_new(Twice, nullptr, "twice", &f_), KILN_OK);
+  kiln_pspec *rep = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("", &rep), KILN_OK);
+  kiln_tree *in_leaf = kiln_tree_ptr(rep);
+  kiln_tree *ins = kiln_tree_tuple(1, &in_leaf), *outs = kiln_tree_ptr(rep);
+  ASSERT_EQ(kiln_shard_map(f_, mesh_, ins, outs, 1, &sm_), KILN_OK) << kiln_last_error();
+  kiln_tree_free(ins), kiln_tree_free(outs), kiln_pspec_free(rep);
+  ASSERT_EQ(kiln_jit_new(ctx_, sm_, Donating({0}), &jit_), KILN_OK);
+  kiln_array *a = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
+  std::vector<const void *> ap = ShardData(a);
+  float k = 1;
+  for (int step = 0; step < 3; step++) {
+    kiln_array *b = nullptr;
+    ASSERT_EQ(kiln_jit_call_arrays(jit_, 1, &a, 1, &b), KILN_OK) << kiln_last_error();
+    EXPECT_TRUE(kiln_array_is_deleted(a));
+    kiln_array_release(a);
+    a = b;
+    k *= 2 * (float)n_;
+    EXPECT_EQ(ToHost(a), (std::vector<float>{k, -2 * k, 0.5f * k})) << "step " << step;
+    EXPECT_EQ(ShardData(a), ap) << "step " << step << " took new buffers";
+  }
+  kiln_array_release(a);
+}
+
+kiln_tree *SinTwice(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *x = kiln_arg(args, 0);
+  return kiln_tree_val(kiln_mul(t, kiln_sin(t, x), kiln_scalar_f(t, 2.0)));
+}
+
+// jit without a shard_map over a sharded argument runs shard by shard: a
+// donated argument's shards go to each device's call and it is deleted.
+TEST_F(SpmdSharded, PerShardJitDonatesTheShardsItRunsOn) {
+  ASSERT_EQ(kiln_func_new(SinTwice, nullptr, "sin_twice", &f_), KILN_OK);
+  kiln_jit *plain = nullptr;
+  DonatingJits(f_, &plain);
+  kiln_array *x = Put(X(), {2 * n_, 3}, Named(mesh_, "i")), *want = nullptr, *got = nullptr;
+  ASSERT_EQ(kiln_jit_call_arrays(plain, 1, &x, 1, &want), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 1, &x, 1, &got), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(kiln_array_is_deleted(x));
+  EXPECT_TRUE(ShardedAs(got, "i"));
+  EXPECT_EQ(ToHost(got), ToHost(want));
+  kiln_array *res = nullptr;
+  EXPECT_EQ(kiln_jit_call_arrays(jit_, 1, &x, 1, &res), KILN_ERR_DELETED);
+  kiln_jit_free(plain);
+  for (kiln_array *a : {x, want, got}) kiln_array_release(a);
+}
+
+// A donated argument that must be laid out first (an ordinary array for a
+// P('i') operand) is not donated, as JAX warns and keeps it: the call gives
+// the undonated values and the argument stays usable.
+TEST_F(SpmdSharded, ADonatedArgumentThatIsReshardedIsKept) {
+  Build(Step, nullptr);
+  kiln_array *w0 = nullptr, *y0 = nullptr;
+  Run(false, 1, &w0, &y0);
+  kiln_jit_free(jit_), kiln_func_free(sm_), kiln_func_free(f_);
+  Build(Step, nullptr, Donating({1}));
+  kiln_array *w = Put({1, -2, 0.5f}, {3}, Named(mesh_, ""));
+  kiln_array *x = Put(X(), {2 * n_, 3}, nullptr);  // on device 0 only
+  kiln_array *in[2] = {w, x}, *out[2] = {nullptr, nullptr};
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, out), KILN_OK) << kiln_last_error();
+  EXPECT_FALSE(kiln_array_is_deleted(x));
+  EXPECT_FALSE(kiln_array_is_deleted(w)) << "w is not donated";
+  EXPECT_EQ(ToHost(x), X());
+  EXPECT_EQ(ToHost(out[0]), ToHost(w0));
+  EXPECT_EQ(ToHost(out[1]), ToHost(y0));
+  for (kiln_array *a : {w0, y0, w, x, out[0], out[1]}) kiln_array_release(a);
+}
+
+// (p, g) -> (pmean(p * g), g * 2): a pmapped step.
+kiln_tree *Update(kiln_trace *t, const kiln_tree *args, void *) {
+  kiln_val *p = kiln_arg(args, 0), *g = kiln_arg(args, 1);
+  kiln_tree *out[2] = {kiln_tree_val(kiln_pmean(t, kiln_mul(t, p, g), "i")),
+                       kiln_tree_val(kiln_mul(t, g, kiln_scalar_f(t, 2.0)))};
+  return kiln_tree_tuple(2, out);
+}
+
+// jax.pmap(update, donate_argnums=(0,)): p's device copies become the new
+// p's; passing p twice in one call is an error that names both leaves.
+TEST_F(SpmdSharded, PmapDonatesItsArgumentsPerDevice) {
+  ASSERT_EQ(kiln_func_new(Update, nullptr, "update", &f_), KILN_OK);
+  ASSERT_EQ(kiln_pmap(ctx_, f_, "i", 0, nullptr, 0, 0, nullptr, &sm_), KILN_OK)
+      << kiln_last_error();
+  kiln_jit *plain = nullptr;
+  DonatingJits(sm_, &plain);
+  std::vector<float> pv((size_t)(4 * n_)), gv(pv.size());
+  for (size_t i = 0; i < pv.size(); i++) pv[i] = (float)(i % 4), gv[i] = (float)i - 3;
+  auto put = [&](const std::vector<float> &v) { return Put(v, {n_, 4}, Named(mesh_, "i")); };
+  kiln_array *p = put(pv), *g = put(gv);
+  kiln_array *want[2] = {nullptr, nullptr}, *got[2] = {nullptr, nullptr};
+  kiln_array *in[2] = {p, g};
+  ASSERT_EQ(kiln_jit_call_arrays(plain, 2, in, 2, want), KILN_OK) << kiln_last_error();
+  EXPECT_FALSE(kiln_array_is_deleted(p));
+  std::vector<const void *> pp = ShardData(p);
+  ASSERT_EQ(kiln_jit_call_arrays(jit_, 2, in, 2, got), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(kiln_array_is_deleted(p));
+  EXPECT_FALSE(kiln_array_is_deleted(g));
+  EXPECT_EQ(ToHost(got[0]), ToHost(want[0]));
+  EXPECT_EQ(ToHost(got[1]), ToHost(want[1]));
+  EXPECT_EQ(ShardData(got[0]), pp);
+  kiln_array *p2 = put(pv), *twice[2] = {p2, p2}, *res[2] = {nullptr, nullptr};
+  EXPECT_EQ(kiln_jit_call_arrays(jit_, 2, twice, 2, res), KILN_ERR_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("donated argument leaf 0 is also passed as leaf 1"),
+            std::string::npos) << kiln_last_error();
+  EXPECT_FALSE(kiln_array_is_deleted(p2));
+  kiln_jit_free(plain);
+  for (kiln_array *a : {p, g, p2, want[0], want[1], got[0], got[1]}) kiln_array_release(a);
 }
 
 }  // namespace

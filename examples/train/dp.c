@@ -4,7 +4,11 @@
  * ([n, B/n, ...], shard i on device i), and the model's step pmapped over
  * axis "data": it runs once per device and averages its gradients, loss
  * and accuracy with pmean over "data"; its results keep the device axis,
- * laid out as its inputs, so the next step takes them as they are. Batches
+ * laid out as its inputs, so the next step takes them as they are. It
+ * donates params and optimizer state (flax's donate_argnums=(0,)): each
+ * device's copies are deleted by the call, and their memory goes to the new
+ * values where the fusion planner allows; checkpoints and evaluation read
+ * the state between steps, never across one. Batches
  * whose size the device count does not divide are refused by the trainer;
  * it drops the last partial batch of an epoch as the one-device trainer
  * does.

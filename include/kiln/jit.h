@@ -38,7 +38,9 @@ typedef struct kiln_jit_options {
    * naming the equation (use kiln_shard_map); with a shard_map, the
    * arguments come to `device` and each shard_map operand is moved to its
    * in_spec (a device_put equation in the IR). Shardings are part of the
-   * cache key. Donation is not applied to sharded calls. */
+   * cache key. Donation applies per shard: a donated sharded argument
+   * gives each device's shard to that device's results (and is deleted);
+   * one that must be moved or resharded first is not donated (a warning). */
   const kiln_sharding *const *in_shardings;
   int num_in_shardings;
   const kiln_sharding *const *out_shardings;

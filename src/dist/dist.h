@@ -100,9 +100,23 @@ kiln_status kdist_spmd_install(kiln_ctx *ctx);
 /* Runs shard_map equation e on CPU devices over shards already in place:
  * local[d * (n_in + n_out) + k] is device d's buffer of body invar k, then
  * of its outvars (host memory, never NULL); in/out carry the global types
- * only. env: the program's (its host callbacks). */
+ * only. env: the program's (its host callbacks). donated (per body invar;
+ * NULL: none): the body is compiled to let outputs take those invars'
+ * memory, each output where kdist_spmd_donors says (its local buffer must
+ * then be the donor's). */
 kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const kir_eqn *e,
-                                 const kir_buffer *in, kir_buffer *out, void *const *local);
+                                 const kir_buffer *in, kir_buffer *out, const bool *donated,
+                                 void *const *local);
+/* Per body outvar k, the donated body invar whose memory it takes in
+ * kdist_spmd_run_local with the same arguments (-1: none; all -1 for a
+ * body on the reference evaluators). Compiles the body if needed. */
+kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer *in,
+                              const kir_buffer *out, const bool *donated, int *donor);
+/* Device `rank` of a CPU rendezvous group of n runs its part of collective
+ * e (spmd_collective.c): in/out are its own buffers. */
+struct kcpu_coll_group;
+kiln_status kdist_cpu_collective(struct kcpu_coll_group *g, int rank, int64_t n, const kir_eqn *e,
+                                 const kir_buffer *in, kir_buffer *out);
 
 /* The shard_map equation e alone as a program's text, so that a copy parsed
  * back from it owns a body whose collectives are bound (malloc'ed; NULL:
@@ -217,7 +231,10 @@ kiln_status kdist_smap_plan_new(const struct krt_program *p, const kiln_sharding
 void kdist_smap_plan_free(kdist_smap_plan *pl); /* NULL is allowed */
 /* Lays each operand out as its in_spec (no copy where it is), runs every
  * device over its shards and sets res[k] to result k sharded as its
- * out_spec. env: the program's. */
+ * out_spec. env: the program's. args: every argument leaf. A donated
+ * leaf (the program's donation mask) whose shards are the operand's gives
+ * them to the results and is deleted; one laid out otherwise is not
+ * (warned once; its resharded copy is donated instead). */
 kiln_status kdist_smap_call(const kdist_smap_plan *pl, const kir_eval_env *env,
                             kiln_array *const *args, kiln_array **res);
 

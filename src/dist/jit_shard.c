@@ -359,6 +359,29 @@ static kiln_status plan_per_shard(shard_plan *pl, krt_program *p, const kiln_sha
   return st;
 }
 
+/* Donation needs the argument's own memory where the program reads it:
+ * per shard, its shards as they are; on the jit's device, the array
+ * itself. Donated leaves moved first are not donated (one warning, as
+ * JAX's "Some donated buffers were not usable"). */
+static void keep_donations(const shard_plan *pl, krt_program *p, kiln_array *const *arrays) {
+  char list[256] = "";
+  size_t len = 0;
+  int dropped = 0;
+  for (int i = 0; !pl->smap && i < pl->n_in; i++) {
+    const kiln_sharding *own = kdist_array_sharding(arrays[i]);
+    bool keep = pl->per_shard ? own && kiln_sharding_equal(own, pl->target[i]) : !pl->target[i];
+    if (!p->donated[i] || keep) continue;
+    p->donated[i] = false;
+    if (len < sizeof list - 16)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", dropped ? ", " : "", i);
+    dropped++;
+  }
+  if (dropped)
+    KRT_LOG(p->ctx, KILN_LOG_WARN, "jit(%s): %d donated argument leaves (%s%s) are moved or "
+            "resharded before the call: not donated", p->f->name, dropped, list,
+            len >= sizeof list - 16 ? ", ..." : "");
+}
+
 static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program *p) {
   const shard_opts *o = opts;
   shard_plan *pl = calloc(1, sizeof *pl);
@@ -408,6 +431,7 @@ static kiln_status prepare(const void *opts, const kiln_tree *args, krt_program 
       if (eff[i]) st = kiln_sharding_single(p->dev, &pl->target[i]);
     if (!st && smap) st = put_before_shard_maps(p, eff);
   }
+  if (!st) keep_donations(pl, p, arrays);
   free(arrays), free(eff);
   if (st) {
     plan_free(pl);
@@ -529,6 +553,8 @@ static kiln_status call(const kiln_compiled *c, const kiln_tree *args, kiln_tree
   if (!st && pl->smap) st = kdist_smap_call(pl->smap, &c->env, moved, res);
   else if (!st && pl->per_shard) st = run_shards(c, pl, moved, pieces);
   else if (!st) st = krt_execute(c, moved, res);
+  for (int i = 0; !st && pl->per_shard && i < n; i++) /* its shards went with each device's call */
+    if (c->p.donated[i]) kiln_array_delete(leaves[i]->u.array);
   for (int k = 0; !st && pl->per_shard && k < n_out; k++) st = wrap_result(pl, k, pieces + k * nd, &res[k]);
   for (int k = 0; !st && k < n_out; k++) {
     kiln_array *r = NULL;

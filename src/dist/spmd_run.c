@@ -73,9 +73,11 @@ struct device_run {
 };
 
 /* A body compiled once per device (the kernel cache shares the kernels),
- * found again by its text; the executables' envs point at `slots`. */
+ * found again by its text and donated invars; the executables' envs point
+ * at `slots`. */
 typedef struct body_entry {
   char *text;
+  bool *donated; /* per body invar */
   kir_program *prog; /* the shard_map alone, parsed back from text: owns the body */
   int64_t n;
   kdev_exec **x;
@@ -158,23 +160,6 @@ static kcpu_coll_group *group_of(const device_run *dr, const axis_groups *s, int
 
 /* ---- the collectives of one device ---- */
 
-static int64_t prod(const int64_t *v, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++) p *= v[i];
-  return p;
-}
-
-/* Moves block r of dimension dim to the front: [outer][n][block] ->
- * [n][outer][block] (back = the inverse). */
-static void blocks_to_front(const char *src, char *dst, int64_t outer, int64_t n, size_t block,
-                            bool back) {
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t r = 0; r < n; r++) {
-      size_t a = (size_t)(o * n + r) * block, b = (size_t)(r * outer + o) * block;
-      memcpy(dst + (back ? a : b), src + (back ? b : a), block);
-    }
-}
-
 static kiln_status device_collective(const device_run *dr, const kir_eqn *e, const kir_buffer *in,
                                      kir_buffer *out) {
   int na, ax[KIR_MESH_MAX_AXES], rank;
@@ -190,85 +175,7 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
   if (st) return st;
   if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
   kcpu_coll_group *g = group_of(dr, set, &rank);
-  const kir_aval *a = &in[0].aval;
-  kiln_dtype dt = a->dtype;
-  int64_t n = set->size, count = kir_aval_size(a);
-  size_t es = kiln_dtype_size(dt);
-  /* 16-bit floats travel as float32: XLA reduces them in float32 too. */
-  bool widen = (dt == KILN_F16 || dt == KILN_BF16) && e->prim != KIR_PRIM_ALL_GATHER &&
-               e->prim != KIR_PRIM_PPERMUTE && e->prim != KIR_PRIM_ALL_TO_ALL;
-  int64_t out_count = kir_aval_size(&out[0].aval);
-  char *src = in[0].data, *tmp = NULL, *wide_out = NULL;
-  size_t tmp_bytes = (size_t)(count > out_count * n ? count : out_count * n) * (widen ? 4 : es) + 1;
-  /* A plain reduction works on the device's buffers: no scratch. */
-  bool scratch = widen || (e->prim != KIR_PRIM_PSUM && e->prim != KIR_PRIM_PMAX &&
-                           e->prim != KIR_PRIM_PMIN && e->prim != KIR_PRIM_PPERMUTE);
-  if (scratch && (!(tmp = malloc(tmp_bytes)) || !(wide_out = malloc(tmp_bytes))))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
-  if (!st && widen) {
-    for (int64_t i = 0; i < count; i++) {
-      float f = (float)kir_scalar_load(dt, src + (size_t)i * es).f;
-      memcpy(tmp + (size_t)i * 4, &f, 4);
-    }
-    src = tmp, tmp = malloc(tmp_bytes), dt = KILN_F32, es = 4;
-    if (!tmp) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
-  }
-  char *dst = widen ? wide_out : out[0].data;
-  switch (st ? KIR_NUM_PRIMS : e->prim) {
-    case KIR_PRIM_PSUM:
-    case KIR_PRIM_PMAX:
-    case KIR_PRIM_PMIN:
-      st = kcpu_coll_all_reduce(g, rank, dt, count, src, dst,
-                                e->prim == KIR_PRIM_PSUM ? KCPU_COLL_SUM
-                                : e->prim == KIR_PRIM_PMAX ? KCPU_COLL_MAX : KCPU_COLL_MIN);
-      break;
-    case KIR_PRIM_ALL_GATHER: {
-      int dim = (int)e->params.all_gather.all_gather_dimension;
-      st = kcpu_coll_all_gather(g, rank, dt, count, src, tmp);
-      if (!st) blocks_to_front(tmp, dst, prod(a->shape, 0, dim), n,
-                               (size_t)prod(a->shape, dim, a->rank) * es, true);
-      break;
-    }
-    case KIR_PRIM_PSUM_SCATTER: {
-      int dim = (int)e->params.psum_scatter.scatter_dimension;
-      blocks_to_front(src, tmp, prod(a->shape, 0, dim), n,
-                      (size_t)(a->shape[dim] / n * prod(a->shape, dim + 1, a->rank)) * es, false);
-      st = kcpu_coll_reduce_scatter(g, rank, dt, count, tmp, dst);
-      break;
-    }
-    case KIR_PRIM_PPERMUTE: {
-      int npairs;
-      int(*pairs)[2] = malloc((size_t)n * sizeof *pairs);
-      st = pairs ? kir_perm_parse(e->params.ppermute.perm, n, &npairs, pairs)
-                 : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "ppermute: out of host memory");
-      if (!st) st = kcpu_coll_ppermute(g, rank, dt, count, src, dst, npairs, (const int(*)[2])pairs);
-      free(pairs);
-      break;
-    }
-    case KIR_PRIM_ALL_TO_ALL: {
-      const kir_p_all_to_all *p = &e->params.all_to_all;
-      int sa = (int)p->split_axis;
-      /* chunk j (split_axis block j) goes to rank j */
-      blocks_to_front(src, tmp, prod(a->shape, 0, sa), n,
-                      (size_t)(a->shape[sa] / n * prod(a->shape, sa + 1, a->rank)) * es, false);
-      st = kcpu_coll_all_to_all(g, rank, dt, count, tmp, wide_out);
-      if (!st) kir_all_to_all_unpack(p, a, &out[0].aval, wide_out, out[0].data);
-      break;
-    }
-    case KIR_NUM_PRIMS: break;
-    default:
-      st = kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s: not a collective", kir_prim_name(e->prim));
-  }
-  if (!st && widen)
-    for (int64_t i = 0; i < out_count; i++) {
-      float f;
-      memcpy(&f, wide_out + (size_t)i * 4, 4);
-      kir_scalar_store(out[0].aval.dtype, kir_scalar_f(f), (char *)out[0].data + (size_t)i * kiln_dtype_size(out[0].aval.dtype));
-    }
-  if (widen) free(src);
-  free(tmp);
-  free(wide_out);
-  return st;
+  return kdist_cpu_collective(g, rank, set->size, e, in, out);
 }
 
 static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
@@ -328,10 +235,11 @@ static void entry_free(const kiln_ctx *ctx, body_entry *b) {
     if (b->x[d]) ctx->be.exec->free(b->x[d]);
   kir_program_free(b->prog);
   pthread_mutex_destroy(&b->run_mu);
-  free(b->x), free(b->slots), free(b->text), free(b);
+  free(b->x), free(b->slots), free(b->text), free(b->donated), free(b);
 }
 
-static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_entry **out) {
+static kiln_status entry_build(spmd_state *s, const char *text, int n_in, const bool *donated,
+                               int64_t n, body_entry **out) {
   kiln_ctx *ctx = s->ctx;
   body_entry *b = calloc(1, sizeof *b);
   kcache *cache = NULL;
@@ -342,9 +250,11 @@ static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_
     b->text = kcore_strdup(text);
     b->x = calloc((size_t)n, sizeof *b->x);
     b->slots = calloc((size_t)n, sizeof *b->slots);
-    if (!b->text || !b->x || !b->slots)
+    b->donated = calloc((size_t)n_in + 1, sizeof *b->donated);
+    if (!b->text || !b->x || !b->slots || !b->donated)
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   }
+  if (!st && donated) memcpy(b->donated, donated, (size_t)n_in * sizeof *donated);
   if (!st) st = kir_parse(text, &b->prog);
   if (!st) st = krt_ctx_kcache(ctx, &cache);
   const kir_program *body = st ? NULL : b->prog->eqns[0].params.shard_map.jaxpr;
@@ -352,8 +262,8 @@ static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_
     kir_eval_env env;
     kir_eval_env_init(&env, &device_table);
     env.user = &b->slots[d];
-    kdev_build build = {.name = "shard_map body", .prog = body, .env = &env, .cache = cache,
-                        .config = &ctx->config};
+    kdev_build build = {.name = "shard_map body", .prog = body, .donated = b->donated, .env = &env,
+                        .cache = cache, .config = &ctx->config};
     st = ctx->be.exec->build(&ctx->be.devices[d], &build, &b->x[d]);
   }
   if (st) {
@@ -364,12 +274,14 @@ static kiln_status entry_build(spmd_state *s, const char *text, int64_t n, body_
   return KILN_OK;
 }
 
-/* The body's cached executables (NULL: run it on the reference
- * evaluators: it has effects, or the backend builds none). */
-
+/* The body's cached executables for these donated invars (NULL: none)
+ * (NULL: run it on the reference evaluators: it has effects, or the
+ * backend builds none). */
 static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *in,
-                             const kir_buffer *out, int64_t n, body_entry **found) {
+                             const kir_buffer *out, const bool *donated, int64_t n,
+                             body_entry **found) {
   const kir_program *body = e->params.shard_map.jaxpr;
+  size_t mask = (size_t)body->n_invars * sizeof *donated;
   *found = NULL;
   if (!s || !s->ctx->be.exec || kir_program_has_effect(body) || n > s->ctx->be.num_devices)
     return KILN_OK;
@@ -378,8 +290,10 @@ static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *
   if (!text) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   pthread_mutex_lock(&s->mu);
   body_entry *b = s->entries;
-  while (b && (b->n != n || strcmp(b->text, text))) b = b->next;
-  if (!b && !(st = entry_build(s, text, n, &b))) {
+  while (b && (b->n != n || strcmp(b->text, text) ||
+               (donated ? memcmp(b->donated, donated, mask) : !!memchr(b->donated, true, mask))))
+    b = b->next;
+  if (!b && !(st = entry_build(s, text, body->n_invars, donated, n, &b))) {
     b->next = s->entries;
     s->entries = b;
   }
@@ -528,14 +442,15 @@ static kiln_status workers_get(spmd_state *s) {
  * themselves: local) and runs the call on the entry's frame, or on one of
  * its own for bodies on the reference evaluators. */
 static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const kir_eqn *e,
-                            const kir_buffer *in, kir_buffer *out, void *const *local) {
+                            const kir_buffer *in, kir_buffer *out, const bool *donated,
+                            void *const *local) {
   const kir_p_shard_map *p = &e->params.shard_map;
   kir_mesh m;
   kiln_status st = kir_mesh_parse("shard_map", p->mesh, &m);
   pthread_once(&device_once, device_table_build);
   body_entry *entry = NULL;
   spmd_frame *f = NULL;
-  if (!st) st = entry_get(state, e, in, out, m.n_devices, &entry);
+  if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
   if (!st && state) st = workers_get(state);
   if (st) return st;
   if (entry) pthread_mutex_lock(&entry->run_mu);
@@ -556,17 +471,49 @@ static kiln_status eval_shard_map_threads(const kir_eqn *e, const kir_buffer *in
   const kir_eval_env *env = ctx;
   spmd_state *state = env->user;
   if (state && state->lockstep) return kdist_lockstep_run(state->lockstep, e, in, out);
-  return run_call(state, env, e, in, out, NULL);
+  return run_call(state, env, e, in, out, NULL, NULL);
+}
+
+static spmd_state *local_state(kiln_ctx *ctx) {
+  spmd_state *state = ctx->spmd_state;
+  if (!state || state->lockstep)
+    kcore_fail(KILN_ERR_INTERNAL, "shard_map: no CPU runner for a call over its shards");
+  return state && !state->lockstep ? state : NULL;
+}
+
+kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer *in,
+                              const kir_buffer *out, const bool *donated, int *donor) {
+  spmd_state *state = local_state(ctx);
+  body_entry *entry = NULL;
+  kir_mesh m;
+  kiln_status st =
+      !state ? KILN_ERR_INTERNAL : kir_mesh_parse("shard_map", e->params.shard_map.mesh, &m);
+  if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
+  const kir_program *body = e->params.shard_map.jaxpr;
+  for (int k = 0; k < body->n_outvars; k++) {
+    donor[k] = !st && entry ? state->ctx->be.exec->output_donor(entry->x[0], k) : -1;
+    /* The reference evaluators write outputs last (invars among them
+     * first): any donated invar of the type will do. */
+    for (int j = 0; !st && !entry && donated && kdist_invar_index(body, body->outvars[k]) < 0 &&
+                    donor[k] < 0 && j < body->n_invars; j++) {
+      bool taken = false;
+      for (int i = 0; i < k; i++) taken |= donor[i] == j;
+      if (donated[j] && !taken && kir_aval_typematch(kir_var_aval(body, body->invars[j]),
+                                                     kir_var_aval(body, body->outvars[k])))
+        donor[k] = j;
+    }
+  }
+  return st;
 }
 
 kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const kir_eqn *e,
-                                 const kir_buffer *in, kir_buffer *out, void *const *local) {
-  spmd_state *state = ctx->spmd_state;
-  if (!state || state->lockstep)
-    return kcore_fail(KILN_ERR_INTERNAL, "shard_map: no CPU runner for a call over its shards");
+                                 const kir_buffer *in, kir_buffer *out, const bool *donated,
+                                 void *const *local) {
+  spmd_state *state = local_state(ctx);
+  if (!state) return KILN_ERR_INTERNAL;
   kir_eval_env own = *env;
   own.table = &state->table, own.user = state;
-  return run_call(state, &own, e, in, out, local);
+  return run_call(state, &own, e, in, out, donated, local);
 }
 
 kiln_status kdist_spmd_install(kiln_ctx *ctx) {

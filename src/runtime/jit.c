@@ -193,15 +193,13 @@ static kiln_status krt_donation_mask(const kiln_jit *j, const kiln_tree *args, i
 
 /* Traces and compiles for sig; on success the entry owns the program. */
 /* Traces for sig into p, with its donation mask; a sharded signature is
- * prepared by the shard hooks (which donate nothing). */
+ * prepared by the shard hooks (which keep the donations they can honour). */
 static kiln_status krt_jit_trace(kiln_jit *j, const kiln_tree *args, const krt_signature *sig,
                                  krt_program *p) {
   kiln_status st = krt_trace(j->ctx, j->dev, j->f, sig, p);
   if (st) return st;
   if ((st = krt_signature_clone(sig, &p->sig))) return st;
-  if (!sig->layout) return krt_donation_mask(j, args, p->sig.n, &p->donated);
-  if (!(p->donated = calloc((size_t)p->sig.n + 1, sizeof *p->donated)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_jit_call: out of host memory");
+  if ((st = krt_donation_mask(j, args, p->sig.n, &p->donated)) || !sig->layout) return st;
   return atomic_load(&j->ctx->shard_hooks)->prepare(j->shard_opts, args, p);
 }
 

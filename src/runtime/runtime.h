@@ -132,7 +132,7 @@ typedef struct krt_shard_hooks {
                         kiln_device *dev, char **out);
   /* After tracing p for a layout: decides how it runs (per shard, or on
    * dev after moving the arguments), checks the equations for it, and sets
-   * p->shard_state. */
+   * p->shard_state; clears p->donated where a leaf is moved first. */
   kiln_status (*prepare)(const void *opts, const kiln_tree *args, krt_program *p);
   /* krt_compile for a prepared program (per shard: every device's). */
   kiln_status (*compile)(krt_program *p, kiln_compiled *c);
