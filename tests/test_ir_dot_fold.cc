@@ -68,20 +68,15 @@ std::vector<float> Run(const kir_program *p, std::vector<std::vector<uint8_t>> &
     const kir_aval *a = kir_var_aval(p, p->invars[i]);
     ib.push_back(kir_buffer{*a, in[i].data(), in[i].size() - 1});
   }
-  const kir_aval *oa = kir_var_aval(p, p->outvars[0]);
-  int64_t n = kir_aval_size(oa);
-  std::vector<uint8_t> out((size_t)n * kiln_dtype_size(oa->dtype) + 1);
   std::vector<kir_buffer> ob;
-  for (int i = 0; i < p->n_outvars; i++) {
-    const kir_aval *a = kir_var_aval(p, p->outvars[i]);
-    ob.push_back(kir_buffer{*a, nullptr, 0});
-  }
   std::vector<std::vector<uint8_t>> rest(p->n_outvars);
   for (int i = 0; i < p->n_outvars; i++) {
-    rest[i].resize(kir_aval_size(&ob[i].aval) * kiln_dtype_size(ob[i].aval.dtype) + 1);
-    ob[i].data = rest[i].data();
-    ob[i].nbytes = rest[i].size() - 1;
+    const kir_aval *a = kir_var_aval(p, p->outvars[i]);
+    rest[i].resize((size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype) + 1);
+    ob.push_back(kir_buffer{*a, rest[i].data(), rest[i].size() - 1});
   }
+  const kir_aval *oa = &ob[0].aval;
+  int64_t n = kir_aval_size(oa);
   kir_eval_env env;
   kir_eval_env_init(&env, kir_reference_evals());
   EXPECT_EQ(kir_eval_program(&env, p, ib.data(), ob.data()), KILN_OK) << kiln_last_error();
