@@ -104,6 +104,43 @@ TEST_P(Models, ValueAndGradMatchJax) {
   }
 }
 
+// The attention scores q . transpose(k) and their gradients run as GEMMs on
+// the operands as stored: kir_simplify folds every transpose into the
+// dot_generals' dimension numbers, so the compiled plan copies none (the
+// layers under kiln_checkpoint too).
+TEST(Models, TransformerGradientMaterialisesNoTranspose) {
+  kiln_remat_policy remat = KILN_REMAT_NOTHING_SAVEABLE;
+  for (void *user : {(void *)nullptr, (void *)&remat}) {
+    SCOPED_TRACE(user ? "remat" : "no remat");
+    Ctx c;
+    Model m{"transformer", grad_models_transformer_loss, Leaves("transformer", 0)};
+    Func f(m.loss, user, "transformer");
+    kiln_func *vg = nullptr;
+    int argnums[2] = {0, 1};
+    ASSERT_EQ(kiln_value_and_grad(f.f, argnums, 2, 0, &vg), KILN_OK) << kiln_last_error();
+    Func vgf(vg);
+    kiln_tree *args =
+        Tuple({Params(c, m), Leaf(c.dev, M(m.name, "x")), Leaf(c.dev, M(m.name, "target"))});
+    kiln_jit *j = nullptr;
+    kiln_lowered *l = nullptr;
+    kiln_compiled *cc = nullptr;
+    char *text = nullptr;
+    ASSERT_EQ(kiln_jit_new(c.ctx, vg, nullptr, &j), KILN_OK);
+    ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_lowered_compile(l, &cc), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(kiln_compiled_as_text(cc, &text), KILN_OK);
+    std::string plan(text);
+    free(text);
+    std::string groups = plan.substr(0, plan.find("\nslot"));
+    EXPECT_EQ(groups.find("transpose#"), std::string::npos) << groups;
+    EXPECT_NE(groups.find("DOT"), std::string::npos) << groups;
+    kiln_compiled_free(cc);
+    kiln_lowered_free(l);
+    kiln_jit_free(j);
+    kiln_tree_free(args);
+  }
+}
+
 // ---- bf16: x (f32) converted to bf16, op, times c in bf16, summed in f32 ----
 
 using Op = kiln_val *(*)(kiln_trace *, kiln_val *);

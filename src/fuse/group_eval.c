@@ -60,56 +60,37 @@ static kir_buffer kfuse_buffer_of(const kir_program *p, kir_vid v, void *data) {
   return (kir_buffer){*a, data, (size_t)kir_aval_size(a) * kiln_dtype_size(a->dtype)};
 }
 
-/* The shape of a dot_general that is a plain row-major (batched) GEMM:
- * lhs [b..., m, k] x rhs [b..., k, n] in f32 or f64, batch dimensions
- * leading and in order, the result in the operands' dtype. */
-typedef struct kfuse_gemm {
-  int64_t batch, m, n, k;
-  kiln_dtype dtype;
-} kfuse_gemm;
-
-static bool kfuse_dims_are(const kir_dims *d, int first, int n) {
-  if (d->n != n) return false;
-  for (int i = 0; i < n; i++)
-    if (d->v[i] != first + i) return false;
-  return true;
-}
-
-static bool kfuse_plain_gemm(const kir_program *p, const kir_eqn *e, kfuse_gemm *g) {
+/* A dot_general BLAS runs on its operands as stored (kir_dot_gemm_layout:
+ * batch dims leading, either operand maybe transposed) in f32 or f64, the
+ * result in the operands' dtype. */
+static bool kfuse_plain_gemm(const kir_program *p, const kir_eqn *e, kir_gemm_layout *g) {
   const kir_aval *a = kir_var_aval(p, e->in[0]), *b = kir_var_aval(p, e->in[1]);
-  const kir_dot_dims *d = &e->params.dot.dimension_numbers;
   kiln_dtype pref = e->params.dot.preferred_element_type;
-  int nb = d->lhs_batch.n;
   if ((a->dtype != KILN_F32 && a->dtype != KILN_F64) || b->dtype != a->dtype ||
-      (pref != KILN_INVALID_DTYPE && pref != a->dtype) || a->rank != nb + 2 || b->rank != nb + 2 ||
-      !kfuse_dims_are(&d->lhs_batch, 0, nb) || !kfuse_dims_are(&d->rhs_batch, 0, nb) ||
-      !kfuse_dims_are(&d->lhs_contracting, nb + 1, 1) ||
-      !kfuse_dims_are(&d->rhs_contracting, nb, 1))
+      (pref != KILN_INVALID_DTYPE && pref != a->dtype) ||
+      !kir_dot_gemm_layout(a, b, &e->params.dot.dimension_numbers, g))
     return false;
-  g->batch = 1;
-  for (int i = 0; i < nb; i++) g->batch *= a->shape[i];
-  g->m = a->shape[nb];
-  g->k = a->shape[nb + 1];
-  g->n = b->shape[nb + 1];
-  g->dtype = a->dtype;
   return g->m > 0 && g->n > 0 && g->k > 0 && g->m <= INT32_MAX && g->n <= INT32_MAX &&
          g->k <= INT32_MAX;
 }
 
-/* A plain GEMM straight through CBLAS: the reference evaluator also
- * emulates XLA:CPU's flushing of subnormal operands, which costs passes
- * over the data and changes nothing beyond tolerance. */
-static void kfuse_run_gemm(const kfuse_gemm *g, const void *a, const void *b, void *c) {
+/* A GEMM straight through CBLAS, the transposed operands through its
+ * transpose flags: the reference evaluator also emulates XLA:CPU's flushing
+ * of subnormal operands, which costs passes over the data and changes
+ * nothing beyond tolerance. */
+static void kfuse_run_gemm(const kir_gemm_layout *g, kiln_dtype dt, const void *a, const void *b,
+                           void *c) {
   int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+  enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+  int lda = g->trans_a ? m : k, ldb = g->trans_b ? k : n;
   for (int64_t i = 0; i < g->batch; i++) {
-    if (g->dtype == KILN_F32)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
-                  (const float *)a + i * g->m * g->k, k, (const float *)b + i * g->k * g->n, n,
-                  0.0f, (float *)c + i * g->m * g->n, n);
+    if (dt == KILN_F32)
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, (const float *)a + i * g->m * g->k, lda,
+                  (const float *)b + i * g->k * g->n, ldb, 0.0f, (float *)c + i * g->m * g->n, n);
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0,
-                  (const double *)a + i * g->m * g->k, k, (const double *)b + i * g->k * g->n, n,
-                  0.0, (double *)c + i * g->m * g->n, n);
+      cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, (const double *)a + i * g->m * g->k, lda,
+                  (const double *)b + i * g->k * g->n, ldb, 0.0, (double *)c + i * g->m * g->n, n);
   }
 }
 
@@ -151,9 +132,9 @@ static kiln_status kfuse_run_eqn(kfuse_group_run *r, int index) {
     else if (!(o->data = r->temp[v] = malloc(o->nbytes + 1)))
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory");
   }
-  kfuse_gemm gemm;
+  kir_gemm_layout gemm;
   if (!st && e->prim == KIR_PRIM_DOT_GENERAL && kfuse_plain_gemm(p, e, &gemm))
-    kfuse_run_gemm(&gemm, b[0].data, b[1].data, b[2].data);
+    kfuse_run_gemm(&gemm, b[0].aval.dtype, b[0].data, b[1].data, b[2].data);
   else if (!st && (st = fn(e, b, b + e->n_in, (void *)r->env)))
     kcore_fail_wrap(st, "equation %d (%s)", index, kir_prim_name(e->prim));
   if (b != small) free(b);
@@ -168,11 +149,13 @@ static kiln_status kfuse_run_eqn(kfuse_group_run *r, int index) {
 static bool kfuse_gemm_epilogue(const kfuse_group_run *r, const kfuse_group *g) {
   const kir_program *p = r->p;
   const kir_eqn *d = &p->eqns[g->eqns[0]];
-  kfuse_gemm gemm;
+  kir_gemm_layout gemm;
   if (g->kind != KFUSE_DOT || g->epilogue == KFUSE_EPILOGUE_NONE || g->n_out != 1 ||
       d->prim != KIR_PRIM_DOT_GENERAL || !kfuse_plain_gemm(p, d, &gemm) ||
-      kir_var_aval(p, g->bias)->dtype != gemm.dtype)
+      kir_var_aval(p, g->bias)->dtype != kir_var_aval(p, d->in[0])->dtype ||
+      kir_aval_size(kir_var_aval(p, g->bias)) != gemm.n) /* one value per column */
     return false;
+  kiln_dtype dt = kir_var_aval(p, d->in[0])->dtype;
   bool relu = g->epilogue == KFUSE_EPILOGUE_BIAS_RELU;
   if (relu) { /* max(s, -0) keeps a +0 s: only the +0 literal's form here */
     const kir_eqn *mx = &p->eqns[g->eqns[g->n_eqns - 1]];
@@ -183,10 +166,10 @@ static bool kfuse_gemm_epilogue(const kfuse_group_run *r, const kfuse_group *g) 
   }
   void *c = kfuse_where(r, g->out[0]);
   const void *bias = kfuse_where(r, g->bias);
-  kfuse_run_gemm(&gemm, kfuse_where(r, d->in[0]), kfuse_where(r, d->in[1]), c);
+  kfuse_run_gemm(&gemm, dt, kfuse_where(r, d->in[0]), kfuse_where(r, d->in[1]), c);
   int64_t rows = gemm.batch * gemm.m, n = gemm.n;
   for (int64_t i = 0; i < rows; i++) {
-    if (gemm.dtype == KILN_F32) {
+    if (dt == KILN_F32) {
       float *y = (float *)c + i * n;
       const float *bv = bias;
       for (int64_t j = 0; j < n; j++) {

@@ -322,9 +322,26 @@ kiln_status kir_cse(kir_program *p, int *removed);
 /* Shape equations that move no data (reductions over size-1 axes only,
  * broadcasts that add size-1 axes only, squeeze, expand_dims) become
  * reshapes; a reshape of a reshape reads the first one's operand; a reshape
- * to its operand's own type is dropped and its uses redirected. Runs inside
+ * to its operand's own type is dropped and its uses redirected; transposes
+ * feeding a dot_general fold into it (kir_dot_fold_transposes). Runs inside
  * sub-programs too; *simplified (may be NULL) counts the rewrites. */
 kiln_status kir_simplify(kir_program *p, int *simplified);
+
+/* A dot_general that BLAS (and cuBLASLt) runs on its operands as stored:
+ * batch dims leading and paired in order, each operand's contracting dims
+ * one ascending run right after the batch dims or at the end. The product is
+ * batch x ([m, k] or, trans_a, its transpose) . ([k, n] or, trans_b, its
+ * transpose). */
+typedef struct kir_gemm_layout {
+  int64_t batch, m, n, k;
+  bool trans_a, trans_b;
+} kir_gemm_layout;
+bool kir_dot_gemm_layout(const kir_aval *lhs, const kir_aval *rhs, const kir_dot_dims *d,
+                         kir_gemm_layout *out);
+/* kir_simplify's rewrite of dot_general(transpose(x), y) into dot_general(x,
+ * y) with the dimension numbers permuted, where the result is the same and
+ * the dot a GEMM of that layout (dot_layout.c); the number folded. */
+int kir_dot_fold_transposes(const kir_program *p, kir_eqn *e);
 
 /* Replaces each custom_jvp_call, custom_vjp_call and checkpoint of the root
  * program p by the equations of the program it calls (recursively; calls

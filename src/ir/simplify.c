@@ -2,7 +2,8 @@
  * reshapes that undo each other disappear. Transposition writes many of
  * them (the transpose of broadcasting a [n] bias to [1, n] is a reduce_sum
  * over the size-1 axis, followed by a reshape back): left in, each is a
- * kernel of its own at run time. */
+ * kernel of its own at run time. Transposes feeding a dot_general fold into
+ * its dimension numbers (dot_layout.c) for the same reason. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,7 @@ static kiln_status kir_simplify_program(kir_program *p, int *n) {
     kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, kir_simplify_visit, &sub);
     *n += sub.n;
     st = sub.st;
+    if (e->prim == KIR_PRIM_DOT_GENERAL) *n += kir_dot_fold_transposes(p, e);
     if (e->n_in != 1 || e->n_out != 1) continue;
     if (kir_moves_no_data(p, e)) {
       kir_to_reshape(p, e);
