@@ -21,7 +21,8 @@
  * Every kernel has kiln's ABI (src/codegen/codegen.h): args are the
  * equation's operands then its result, one work item per element. The CUDA
  * executor runs a scatter as two kernels (NAME_copy of the operand into the
- * result, then NAME_apply), a gather as one. */
+ * result, then NAME_apply; a set whose indices may repeat claims first, so
+ * that the last update wins as in the reference), a gather as one. */
 #ifndef KILN_KERNELS_SCATTER_H
 #define KILN_KERNELS_SCATTER_H
 
@@ -202,6 +203,42 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
       kiln_i64 off;                                                               \
       if (kiln_scatter_target(&g, args.ptr[1], i, &off)) APPLY(out + off, upd[i]); \
     }                                                                             \
+  }
+
+/* scatter (set) with indices that may repeat, as the reference: the last
+ * update in index order wins. NAME_copy also clears the claims (args.ptr[4],
+ * one per result element), NAME_claim has each update claim its element
+ * with atomicMax of its position + 1, NAME_apply stores the winners. */
+#define KILN_SC_COPY_CLEAR_KERNEL(NAME, T)                      \
+  KILN_SC_ENTRY(NAME) {                                         \
+    const T *x = (const T *)args.ptr[0];                        \
+    T *out = (T *)args.ptr[3];                                  \
+    unsigned long long *claim = (unsigned long long *)args.ptr[4]; \
+    KILN_SC_ITEMS(i) {                                          \
+      out[i] = x[i];                                            \
+      claim[i] = 0;                                             \
+    }                                                           \
+  }
+#define KILN_SC_CLAIM_KERNEL(NAME)                                                     \
+  KILN_SC_ENTRY(NAME) {                                                                \
+    const kiln_scatter_geom g = KILN_SCATTER_GEOM;                                     \
+    unsigned long long *claim = (unsigned long long *)args.ptr[4];                     \
+    KILN_SC_ITEMS(i) {                                                                 \
+      kiln_i64 off;                                                                    \
+      if (kiln_scatter_target(&g, args.ptr[1], i, &off)) atomicMax(claim + off, (unsigned long long)i + 1); \
+    }                                                                                  \
+  }
+#define KILN_SC_WINNER_KERNEL(NAME, T)                                                 \
+  KILN_SC_ENTRY(NAME) {                                                                \
+    const kiln_scatter_geom g = KILN_SCATTER_GEOM;                                     \
+    const T *upd = (const T *)args.ptr[2];                                             \
+    T *out = (T *)args.ptr[3];                                                         \
+    const unsigned long long *claim = (const unsigned long long *)args.ptr[4];         \
+    KILN_SC_ITEMS(i) {                                                                 \
+      kiln_i64 off;                                                                    \
+      if (kiln_scatter_target(&g, args.ptr[1], i, &off) && claim[off] == (unsigned long long)i + 1) \
+        out[off] = upd[i];                                                             \
+    }                                                                                  \
   }
 
 /* One result element per item, every update (N_UPD of them) in index

@@ -182,19 +182,31 @@ kiln_status kcg_emit_scatter(const kir_program *p, const kir_eqn *e, const kcg_t
   kcg_sc_print(&b, &geom);
   char name[64];
   kcg_lone_name(t, ordered ? "kiln_scatter_ordered" : "kiln_scatter", &b, name, sizeof name);
-  kcg_buf_addf(&b, "KILN_SC_COPY_KERNEL(%s_copy, %s)\n", name,
-               kcg_lone_word(kiln_dtype_size(x->dtype)));
-  if (ordered)
-    kcg_buf_addf(&b, "KILN_SC_SERIAL_KERNEL(%s_apply, %s, %s, %lldLL)\n", name, T, combine,
+  const char *W = kcg_lone_word(kiln_dtype_size(x->dtype));
+  /* a set with repeats: the last update in index order wins (claims) */
+  bool claim = !ordered && e->prim == KIR_PRIM_SCATTER && !e->params.scatter.unique_indices;
+  if (claim)
+    kcg_buf_addf(&b, "KILN_SC_COPY_CLEAR_KERNEL(%s_copy, %s)\nKILN_SC_CLAIM_KERNEL(%s_claim)\n"
+                 "KILN_SC_WINNER_KERNEL(%s_apply, %s)\n", name, W, name, name, W);
+  else if (ordered)
+    kcg_buf_addf(&b, "KILN_SC_COPY_KERNEL(%s_copy, %s)\n"
+                 "KILN_SC_SERIAL_KERNEL(%s_apply, %s, %s, %lldLL)\n", name, W, name, T, combine,
                  (long long)n_u);
   else
-    kcg_buf_addf(&b, "KILN_SC_ATOMIC_KERNEL(%s_apply, %s, %s)\n", name, T, atomic);
+    kcg_buf_addf(&b, "KILN_SC_COPY_KERNEL(%s_copy, %s)\nKILN_SC_ATOMIC_KERNEL(%s_apply, %s, %s)\n",
+                 name, W, name, T, atomic);
   snprintf(what, sizeof what, "%s into %s%s", op, kir_aval_str(x, xs, sizeof xs),
-           ordered ? ", in index order" : ", by atomics");
-  out->n = 2, out->gemm_at = -1, out->n_scratch = 0;
-  out->part[0] = "copy", out->part[1] = "apply";
+           ordered ? ", in index order" : claim ? ", the last update winning" : ", by atomics");
+  out->gemm_at = -1;
+  out->part[0] = "copy";
   out->items[0] = n_x;
-  out->items[1] = n_x > 0 ? (ordered ? n_x : n_u) : 0;
+  out->n = claim ? 3 : 2;
+  out->part[out->n - 1] = "apply";
+  out->items[out->n - 1] = n_x > 0 ? (ordered ? n_x : n_u) : 0;
+  if (claim) {
+    out->part[1] = "claim", out->items[1] = n_x > 0 ? n_u : 0;
+    out->n_scratch = 1, out->scratch[0] = n_x * 8;
+  }
   st = kcg_lone_finish(t, name, what, "scatter.h", &b, false, n_x, &out->k);
   out->k.n_args = 4;
   return st;
