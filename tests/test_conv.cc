@@ -262,18 +262,25 @@ INSTANTIATE_TEST_SUITE_P(Executors, Conv,
 // the golden cases above, on a GPU.)
 #ifndef KILN_TEST_CUDA_BACKEND
 
+// The jaxpr of golden case k's convolution, as text.
+std::string ConvJaxpr(Ctx &c, const ConvCase &k) {
+  ConvSpec s(k);
+  Func f(ConvFn, &s, "conv");
+  kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
+  char *text = nullptr;
+  EXPECT_EQ(kiln_make_jaxpr(c.ctx, f.f, args, &text), KILN_OK) << kiln_last_error();
+  kiln_tree_free(args);
+  std::string t = text ? text : "";
+  free(text);
+  return t;
+}
+
 TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
   Ctx c;
   for (const ConvCase &k : kConvCases) {
-    ConvSpec s(k);
-    Func f(ConvFn, &s, "conv");
-    kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
-    char *text = nullptr;
-    ASSERT_EQ(kiln_make_jaxpr(c.ctx, f.f, args, &text), KILN_OK) << kiln_last_error();
-    kiln_tree_free(args);
+    std::string text = ConvJaxpr(c, k);
     kir_program *p = nullptr;
-    ASSERT_EQ(kir_parse(text, &p), KILN_OK) << text;
-    free(text);
+    ASSERT_EQ(kir_parse(text.c_str(), &p), KILN_OK) << text;
     ASSERT_EQ(p->n_eqns, 1) << k.name;
     const kir_eqn &e = p->eqns[0];
     const GoldenArray &want = C(k.name, "out");
@@ -292,14 +299,7 @@ TEST(ConvKernels, HostRunOfTheCudaCopiesMatchesJax) {
 TEST(ConvKernels, NvrtcCompilesTheEmittedCopiesForEveryDtype) {
   Ctx c;
   for (const ConvCase &k : kConvCases) {
-    ConvSpec s(k);
-    Func f(ConvFn, &s, "conv");
-    kiln_tree *args = Tuple({Leaf(c.dev, C(k.name, "lhs")), Leaf(c.dev, C(k.name, "rhs"))});
-    char *text = nullptr;
-    ASSERT_EQ(kiln_make_jaxpr(c.ctx, f.f, args, &text), KILN_OK) << kiln_last_error();
-    kiln_tree_free(args);
-    std::string f32 = text;
-    free(text);
+    std::string f32 = ConvJaxpr(c, k);
     for (const char *dt : {"f32", "bf16", "f16", "f64"}) {
       SCOPED_TRACE(std::string(k.name) + " " + dt);
       std::string t = f32;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_fixture.h"
 #include "cuda_test_support.h"
 #include "fake_cuda/fake_cuda.h"
 #include "jit_golden.h"
@@ -27,24 +28,10 @@ namespace {
 
 #ifdef KILN_FAKE_CUDA_LIBRARY
 #define KCT_SUITE FakeCudaExec
-constexpr bool kFake = true;
 KCT_USE_FAKE_DRIVER();
 #else
 #define KCT_SUITE CudaExec
-constexpr bool kFake = false;
 #endif
-
-// Kernels the stand-in has run and graphs it has launched.
-struct Counts {
-  unsigned long long kernels = 0, graphs = 0;
-};
-Counts FakeCounts() {
-  Counts c;
-  auto fn = KctFakeSymbol<void (*)(unsigned long long *, unsigned long long *)>(
-      "libcuda.so.1", "kiln_fake_cuda_kernel_counts");
-  if (fn) fn(&c.kernels, &c.graphs);
-  return c;
-}
 
 std::string Err() { return kiln_last_error(); }
 
@@ -60,30 +47,13 @@ kiln_tree *InputOn(kiln_device *dev, std::vector<float> v, std::vector<int64_t> 
   return t;
 }
 
-class KCT_SUITE : public ::testing::Test {
+class KCT_SUITE : public KctCudaFixture {
  protected:
-  void Open(kiln_executor executor = KILN_EXECUTOR_FUSED,
-            kiln_matmul_precision precision = KILN_MATMUL_DEFAULT) {
-    kiln_status st = KctCudaContext(executor, precision, &ctx_);
-    if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
-    ASSERT_EQ(st, KILN_OK) << Err();
-    ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
-  }
-  void TearDown() override {
-    if (!ctx_) return;
-    kiln_ctx_free(ctx_);
-    if (kFake && check_leaks_) {
-      EXPECT_EQ(KctFakeLiveObjects(), 0);
-    }
-  }
   kiln_tree *Input(std::vector<float> v, std::vector<int64_t> shape) {
     return InputOn(dev_, std::move(v), std::move(shape));
   }
   // A one-element args tuple.
   static kiln_tree *Args(kiln_tree *leaf) { return kiln_tree_tuple(1, &leaf); }
-  kiln_ctx *ctx_ = nullptr;
-  kiln_device *dev_ = nullptr;
-  bool check_leaks_ = true;
 };
 
 // ---- programs ----
@@ -143,12 +113,12 @@ TEST_P(KCT_GOLDEN, MatchJax) {
   if (!ctx_) return;
   auto cases = LoadGolden();
   ASSERT_GE(cases.size(), 20u);
-  Counts before = FakeCounts();
+  KctFakeCounts before = FakeCounts();
   // Three calls each: the first launches kernel by kernel, the others replay
   // a graph where the program is kernels only.
   for (const auto &gc : cases) RunGoldenCase(ctx_, dev_, gc, !kFake, nullptr, 3);
   if (kFake) {
-    Counts after = FakeCounts();
+    KctFakeCounts after = FakeCounts();
     EXPECT_GT(after.kernels, before.kernels + 3 * 12);
     EXPECT_GT(after.graphs, before.graphs);
   }
@@ -170,14 +140,14 @@ TEST_F(KCT_SUITE, CallsReturnBeforeKernelsRunAndGraphsReplay) {
   kiln_tree *args = Args(Input(x, {64, 33}));
   std::vector<float> first;
   for (int call = 0; call < 3; call++) {
-    Counts before = FakeCounts();
+    KctFakeCounts before = FakeCounts();
     kiln_tree *out = nullptr;
     ASSERT_EQ(kiln_jit_call(jit.j, args, &out), KILN_OK) << Err();
-    Counts queued = FakeCounts();
+    KctFakeCounts queued = FakeCounts();
     ASSERT_EQ(kiln_array_block_until_ready(kiln_tree_leaf_array(kiln_tree_child(out, 1))),
               KILN_OK)
         << Err();
-    Counts done = FakeCounts();
+    KctFakeCounts done = FakeCounts();
     if (kFake) {
       // The stand-in runs stream work only when a wait forces it.
       EXPECT_EQ(queued.kernels, before.kernels) << "call " << call;
@@ -332,7 +302,7 @@ unsigned long long CallTwoMatmuls(kiln_ctx *ctx, kiln_device *dev, int calls) {
   Jit jit(ctx, TwoMatmuls, "two_matmuls");
   std::vector<float> w(n * n);
   for (size_t i = 0; i < w.size(); i++) w[i] = (float)((i * 37) % 11) / 8.0f - 0.5f;
-  Counts before = FakeCounts();
+  KctFakeCounts before = FakeCounts();
   for (int call = 0; call < calls; call++) {
     std::vector<float> x = Ramp(n * n, 0.01f * (float)(call + 1));
     kiln_tree *leaves[2] = {InputOn(dev, x, {n, n}), InputOn(dev, w, {n, n})};

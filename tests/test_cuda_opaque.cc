@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_fixture.h"
 #include "cuda_test_support.h"
 #include "fake_cuda/fake_cuda.h"
 #include "kiln/kiln.h"
@@ -24,11 +25,9 @@ namespace {
 
 #ifdef KILN_FAKE_CUDA_LIBRARY
 #define KCT_SUITE FakeCudaOpaque
-constexpr bool kFake = true;
 KCT_USE_FAKE_DRIVER();
 #else
 #define KCT_SUITE CudaOpaque
-constexpr bool kFake = false;
 #endif
 
 std::string Err() { return kiln_last_error(); }
@@ -118,38 +117,32 @@ struct CnnGrad {
   kiln_jit *jit = nullptr;
 };
 
-struct Counts {
-  unsigned long long kernels = 0, graphs = 0;
-};
-Counts FakeCounts() {
-  Counts c;
-  auto fn = KctFakeSymbol<void (*)(unsigned long long *, unsigned long long *)>(
-      "libcuda.so.1", "kiln_fake_cuda_kernel_counts");
-  if (fn) fn(&c.kernels, &c.graphs);
-  return c;
-}
-
 size_t Count(const std::string &text, const std::string &what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
   return n;
 }
 
-class KCT_SUITE : public ::testing::Test {
+// f's value on the CPU backend's first device.
+template <typename F>
+auto OnCpu(F f) -> decltype(f(nullptr, nullptr)) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  kiln_ctx *cpu = nullptr;
+  kiln_device *dev = nullptr;
+  EXPECT_EQ(kiln_ctx_new(&o, &cpu), KILN_OK) << Err();
+  if (cpu) {
+    EXPECT_EQ(kiln_device_get(cpu, 0, &dev), KILN_OK);
+  }
+  auto v = cpu && dev ? f(cpu, dev) : decltype(f(nullptr, nullptr))();
+  kiln_ctx_free(cpu);
+  return v;
+}
+
+class KCT_SUITE : public KctCudaFixture {
  protected:
-  void SetUp() override {
-    kiln_status st = KctCudaContext(KILN_EXECUTOR_FUSED, KILN_MATMUL_DEFAULT, &ctx_);
-    if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << Err();
-    ASSERT_EQ(st, KILN_OK) << Err();
-    ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
-  }
-  void TearDown() override {
-    if (!ctx_) return;
-    kiln_ctx_free(ctx_);
-    if (kFake && check_leaks_) {
-      EXPECT_EQ(KctFakeLiveObjects(), 0);
-    }
-  }
+  void SetUp() override { Open(); }
   std::string CompiledText(const CnnGrad &g) {
     kiln_tree *args = CnnArgs(dev_);
     kiln_lowered *l = nullptr;
@@ -169,9 +162,6 @@ class KCT_SUITE : public ::testing::Test {
     kiln_tree_free(args);
     return s;
   }
-  kiln_ctx *ctx_ = nullptr;
-  kiln_device *dev_ = nullptr;
-  bool check_leaks_ = true;
 };
 
 // Forward convolutions, the input gradient and the weight gradients are
@@ -192,22 +182,11 @@ TEST_F(KCT_SUITE, CnnGradientHasNoHostSteps) {
 TEST_F(KCT_SUITE, CnnGradientMatchesTheCpuAndReplaysAGraph) {
   std::vector<std::vector<float>> want;
   if (!kFake) {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    kiln_ctx *cpu = nullptr;
-    ASSERT_EQ(kiln_ctx_new(&o, &cpu), KILN_OK) << Err();
-    kiln_device *cd = nullptr;
-    ASSERT_EQ(kiln_device_get(cpu, 0, &cd), KILN_OK);
-    {
-      CnnGrad g(cpu);
-      want = g.Call(cd);
-    }
-    kiln_ctx_free(cpu);
+    want = OnCpu([](kiln_ctx *cpu, kiln_device *cd) { return CnnGrad(cpu).Call(cd); });
     ASSERT_EQ(want.size(), 3u);
   }
   CnnGrad g(ctx_);
-  Counts before = FakeCounts();
+  KctFakeCounts before = FakeCounts();
   for (int call = 0; call < 3; call++) {
     std::vector<std::vector<float>> got = g.Call(dev_);
     ASSERT_EQ(got.size(), 3u) << "call " << call;
@@ -221,7 +200,7 @@ TEST_F(KCT_SUITE, CnnGradientMatchesTheCpuAndReplaysAGraph) {
     }
   }
   if (kFake) {
-    Counts after = FakeCounts();
+    KctFakeCounts after = FakeCounts();
     EXPECT_GT(after.graphs, before.graphs + 1);
     EXPECT_GT(after.kernels, before.kernels + 3 * 10);
   }
@@ -308,15 +287,8 @@ TEST_F(KCT_SUITE, ClassifierRunsGatherScatterAndArgmaxOnTheDevice) {
   EXPECT_NE(text.find("kiln_argmax_"), std::string::npos) << text;
   ASSERT_EQ(got.size(), 3u);
   if (kFake) return;
-  kiln_options o;
-  kiln_options_init(&o);
-  o.backend = KILN_BACKEND_CPU;
-  kiln_ctx *cpu = nullptr;
-  ASSERT_EQ(kiln_ctx_new(&o, &cpu), KILN_OK) << Err();
-  kiln_device *cd = nullptr;
-  ASSERT_EQ(kiln_device_get(cpu, 0, &cd), KILN_OK);
-  std::vector<std::vector<float>> want = Classify(cpu, cd, nullptr);
-  kiln_ctx_free(cpu);
+  std::vector<std::vector<float>> want =
+      OnCpu([](kiln_ctx *cpu, kiln_device *cd) { return Classify(cpu, cd, nullptr); });
   ASSERT_EQ(want.size(), 3u);
   for (size_t k = 0; k < 3; k++) {
     ASSERT_EQ(got[k].size(), want[k].size());
