@@ -29,6 +29,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
   EXPECT_EQ(r->promotion, KILN_PROMOTION_OPT_STANDARD);
   EXPECT_EQ(r->executor, KILN_EXECUTOR_FUSED);
   EXPECT_EQ(r->matmul_precision, KILN_MATMUL_HIGHEST);
+  EXPECT_EQ(r->deterministic, KILN_DETERMINISM_OFF);
   EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
   EXPECT_EQ(r->dump_dir, nullptr);
   EXPECT_EQ(kiln_device_count(ctx), 1);
@@ -36,7 +37,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
 }
 
 TEST(Config, EnvironmentFillsDefaults) {
-  ScopedEnv e("KILN_EXECUTOR", "unfused"), m("KILN_MATMUL_PRECISION", "TensorFloat32");
+  ScopedEnv e("KILN_EXECUTOR", "unfused"), m("KILN_MATMUL_PRECISION", "TensorFloat32"),
+      det("KILN_DETERMINISTIC", "on");
   ScopedEnv b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
@@ -49,6 +51,7 @@ TEST(Config, EnvironmentFillsDefaults) {
   EXPECT_STREQ(r->cache_dir, "/tmp/kiln-cache");
   EXPECT_EQ(r->executor, KILN_EXECUTOR_UNFUSED);
   EXPECT_EQ(r->matmul_precision, KILN_MATMUL_TENSORFLOAT32);
+  EXPECT_EQ(r->deterministic, KILN_DETERMINISM_ON);
   kiln_ctx_free(ctx);
 }
 
@@ -114,6 +117,17 @@ TEST(Config, BadExplicitOptions) {
   EXPECT_TRUE(Contains(kiln_last_error(), "options.matmul_precision 3 is not a kiln_matmul_precision"))
       << kiln_last_error();
   kiln_options_init(&o);
+  o.deterministic = static_cast<kiln_determinism>(3);
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  EXPECT_TRUE(Contains(kiln_last_error(), "options.deterministic 3 is not a kiln_determinism"))
+      << kiln_last_error();
+  {
+    ScopedEnv bad("KILN_DETERMINISTIC", "maybe");
+    EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG);
+    EXPECT_TRUE(Contains(kiln_last_error(), "KILN_DETERMINISTIC='maybe' is invalid (expected off or on)"))
+        << kiln_last_error();
+  }
+  kiln_options_init(&o);
   o.cache_dir = "";
   EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
   EXPECT_EQ(kiln_ctx_new(nullptr, nullptr), KILN_ERR_ARGUMENT);
@@ -153,6 +167,8 @@ TEST(Config, NamesOfEnums) {
   EXPECT_STREQ(kiln_log_level_name(KILN_LOG_INFO), "info");
   EXPECT_STREQ(kiln_executor_name(KILN_EXECUTOR_REFERENCE), "reference");
   EXPECT_STREQ(kiln_matmul_precision_name(KILN_MATMUL_TENSORFLOAT32), "tensorfloat32");
+  EXPECT_STREQ(kiln_determinism_name(KILN_DETERMINISM_ON), "on");
+  EXPECT_STREQ(kiln_determinism_name(static_cast<kiln_determinism>(5)), "invalid");
 }
 
 }  // namespace
