@@ -225,7 +225,8 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
     unsigned long long *claim = (unsigned long long *)args.ptr[4];                     \
     KILN_SC_ITEMS(i) {                                                                 \
       kiln_i64 off;                                                                    \
-      if (kiln_scatter_target(&g, args.ptr[1], i, &off)) atomicMax(claim + off, (unsigned long long)i + 1); \
+      if (kiln_scatter_target(&g, args.ptr[1], i, &off))                               \
+        atomicMax(claim + off, (unsigned long long)i + 1);                             \
     }                                                                                  \
   }
 #define KILN_SC_WINNER_KERNEL(NAME, T)                                                 \
@@ -236,7 +237,8 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
     const unsigned long long *claim = (const unsigned long long *)args.ptr[4];         \
     KILN_SC_ITEMS(i) {                                                                 \
       kiln_i64 off;                                                                    \
-      if (kiln_scatter_target(&g, args.ptr[1], i, &off) && claim[off] == (unsigned long long)i + 1) \
+      if (kiln_scatter_target(&g, args.ptr[1], i, &off) &&                            \
+          claim[off] == (unsigned long long)i + 1)                                     \
         out[off] = upd[i];                                                             \
     }                                                                                  \
   }
@@ -252,7 +254,8 @@ KILN_FN float kiln_sc_fmax(float a, float b) {
       T a = out[o];                                                                  \
       for (kiln_i64 i = 0; i < (N_UPD); i++) {                                       \
         kiln_i64 off;                                                                \
-        if (kiln_scatter_target(&g, args.ptr[1], i, &off) && off == o) a = COMBINE(a, upd[i]); \
+        if (kiln_scatter_target(&g, args.ptr[1], i, &off) && off == o)               \
+          a = COMBINE(a, upd[i]);                                                    \
       }                                                                              \
       out[o] = a;                                                                    \
     }                                                                                \

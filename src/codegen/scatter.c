@@ -31,7 +31,10 @@ static void kcg_sc_fill(kiln_scatter_geom *g, const kir_aval *x, const kir_aval 
   g->n_map = d->map->n, g->n_window = d->window->n, g->n_batch = d->obatch->n;
   for (int i = 0; i < d->map->n; i++) g->map[i] = d->map->v[i];
   for (int i = 0; i < d->window->n; i++) g->window[i] = d->window->v[i];
-  for (int i = 0; i < d->obatch->n; i++) g->obatch[i] = d->obatch->v[i], g->ibatch[i] = d->ibatch->v[i];
+  for (int i = 0; i < d->obatch->n; i++) {
+    g->obatch[i] = d->obatch->v[i];
+    g->ibatch[i] = d->ibatch->v[i];
+  }
   g->inserted = kcg_sc_mask(d->inserted), g->obatch_mask = kcg_sc_mask(d->obatch);
   g->mode = d->mode;
   g->index_bytes = (int)kiln_dtype_size(idx->dtype);
@@ -107,9 +110,10 @@ static kiln_status kcg_sc_check(const kir_program *p, const kir_eqn *e,
 kiln_status kcg_emit_gather(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
                             kcg_kernel *out) {
   const kir_aval *x = kir_var_aval(p, e->in[0]), *y = kir_var_aval(p, e->out[0]);
-  kiln_status st = e->prim == KIR_PRIM_GATHER ? kcg_sc_check(p, e, t, y)
-                                              : kcore_fail(KILN_ERR_ARGUMENT, "kcg_emit_gather: "
-                                                           "%s is not gather", kir_prim_name(e->prim));
+  if (e->prim != KIR_PRIM_GATHER)
+    return kcore_fail(KILN_ERR_ARGUMENT, "kcg_emit_gather: %s is not gather",
+                      kir_prim_name(e->prim));
+  kiln_status st = kcg_sc_check(p, e, t, y);
   if (st) return st;
   const kir_p_gather *g = &e->params.gather;
   for (int d = 0; d < x->rank; d++)

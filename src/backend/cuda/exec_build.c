@@ -150,10 +150,12 @@ static kiln_status kcuda_x_steps_build(kdev_exec *x, const kdev_build *b, kcache
                          &k[x->n_steps]);
   if (!st) st = kcuda_x_parts_scratch(x);
   if (!st) st = kcuda_x_compile(x, b->config, cache, k, cubin);
-  for (int i = 0; !st && i < x->n_steps; i++)
+  for (int i = 0; !st && i < x->n_steps; i++) {
+    kcuda_step *s = &x->steps[i];
     if (k[i].name)
-      st = x->steps[i].kind == KCUDA_STEP_PARTS ? kcuda_step_parts_load(x, &x->steps[i], &k[i], cubin[i])
-                                               : kcuda_step_load(x, &x->steps[i], &k[i], cubin[i]);
+      st = s->kind == KCUDA_STEP_PARTS ? kcuda_step_parts_load(x, s, &k[i], cubin[i])
+                                       : kcuda_step_load(x, s, &k[i], cubin[i]);
+  }
   for (int i = 0; k && i < n; i++) kcg_kernel_free(&k[i]);
   free(k);
   free(cubin);
