@@ -4,7 +4,8 @@ kiln/jax per case, minimum and median over the rounds.
 
     python3 bench/side_by_side.py [--build build] [--rounds 5] [--iters 3]
         [--scales 1,0.25] [--only REGEX] [--matmul 512,1024,2048]
-        [--no-fusion] [--no-dispatch] [--json PATH] [--out PATH] [--note TEXT]...
+        [--blas openblas,blis,onednn] [--no-fusion] [--no-dispatch]
+        [--json PATH] [--out PATH] [--note TEXT]...
 
 A round times every selected case with kiln (bench_fusion --fused-only and
 bench_matmul, each a fresh process: its kernels come from the disk cache,
@@ -15,7 +16,10 @@ every other round so that neither side always runs on a warmer machine. Each
 side reports the median of --iters calls after a warm-up; the ratio
 kiln_ms / jax_ms is taken per round, and its minimum and median over the
 rounds are printed and written. Scale 1 is 2^24 elements per operand (64 MiB
-of f32), 0.25 is 16 MiB.
+of f32), 0.25 is 16 MiB. --blas adds, per host BLAS library Debian ships,
+its sgemm called directly (bench_blas, a fresh process per library) at the
+--matmul sizes, against the same round's XLA dot: the measurement behind
+kiln's choice of host BLAS.
 """
 import argparse
 import datetime
@@ -80,6 +84,14 @@ class Side:
         n = int(name.split("_")[1].rstrip("^3"))
         if n in a.matmul:
           out[("matmul", name)] = row["kiln_ms"]
+    for lib in a.blas:
+      sizes = ",".join(str(n) for n in a.matmul)
+      rows = run_kiln([os.path.join(bench, "bench_blas"), "--lib", lib, "--sizes", sizes,
+                       "--iters", str(a.iters)])
+      for n in a.matmul:
+        ms = rows.get(f"{lib}_f32_{n}^3", {}).get("ms")
+        if ms is not None:
+          out[(f"{lib} sgemm", f"f32_{n}^3")] = ms
     if not a.no_dispatch:
       rows = run_kiln([os.path.join(bench, "bench_dispatch"), "--quick", "--iters", "2000",
                        "--compile-iters", str(a.iters)])
@@ -102,6 +114,8 @@ class Side:
       if key not in self.inputs:
         self.inputs[key] = [ref.matrix_values(n, jnp.float32)] * 2
       out[key] = ref.time_ms(self.jitted(ref.matmul), self.inputs[key], a.iters, 1)
+      for lib in a.blas:  # each library against this round's XLA dot
+        out[(f"{lib} sgemm", f"f32_{n}^3")] = out[key]
     if not a.no_dispatch:
       out[("dispatch", "cached_call_1_kernel")] = ref.cached_call_us(2000) / 1e3
       out[("dispatch", "first_call_cold")] = ref.first_call_ms(a.iters)
@@ -129,6 +143,8 @@ def main():
   p.add_argument("--scales", default="1,0.25", help="bench_fusion scales (1: 64 MiB f32)")
   p.add_argument("--only", help="fusion cases matching this regular expression")
   p.add_argument("--matmul", default="512,1024,2048", help="square f32 sizes; empty for none")
+  p.add_argument("--blas", default="", help="host BLAS libraries to time directly "
+                 "(openblas, blis, onednn; bench_blas), each against XLA's dot")
   p.add_argument("--no-fusion", action="store_true", help="no bench_fusion rows")
   p.add_argument("--no-dispatch", action="store_true", help="no bench_dispatch rows")
   p.add_argument("--json", help="write the rounds and ratios here")
@@ -138,6 +154,7 @@ def main():
   a = p.parse_args()
   a.scales = [float(s) for s in a.scales.split(",") if s]
   a.matmul = [int(n) for n in a.matmul.split(",") if n]
+  a.blas = [b for b in a.blas.split(",") if b]
   if a.rounds < 1 or a.iters < 1:
     p.error("--rounds and --iters must be at least 1")
   ref = load_jax_reference()
