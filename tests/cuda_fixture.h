@@ -29,6 +29,16 @@ inline KctFakeCounts FakeCounts() {
   return c;
 }
 
+// Work items the stand-in's kernels named with `part` have been launched
+// over (0 on a GPU, where there is no such count).
+inline unsigned long long FakeKernelItems(const char *part) {
+  unsigned long long runs = 0, items = 0;
+  auto fn = KctFakeSymbol<void (*)(const char *, unsigned long long *, unsigned long long *)>(
+      "libcuda.so.1", "kiln_fake_cuda_kernel_work");
+  if (fn) fn(part, &runs, &items);
+  return items;
+}
+
 class KctCudaFixture : public ::testing::Test {
  protected:
   void Open(kiln_executor executor = KILN_EXECUTOR_FUSED,

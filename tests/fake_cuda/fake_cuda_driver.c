@@ -105,6 +105,7 @@ struct CUmod_st {
 struct CUfunc_st {
   struct CUmod_st *module;
   char name[256];
+  unsigned long long runs, items; /* launches that ran, and their work items */
   struct CUfunc_st *next;
 };
 
@@ -369,6 +370,8 @@ static CUresult fake_kernel_run(const fake_launch *l, int device) {
       return fake_violation("kernel %s: argument %d (%p) is not in a live allocation of device %d",
                             l->func->name, i, l->ptr[i], device);
   fake_kernels_run++;
+  l->func->runs++;
+  l->func->items += (unsigned long long)(l->end - l->begin);
   return CUDA_SUCCESS;
 }
 
@@ -1342,6 +1345,18 @@ void kiln_fake_cuda_kernel_counts(unsigned long long *kernels_run,
   pthread_mutex_lock(&fake_lock);
   if (kernels_run) *kernels_run = fake_kernels_run;
   if (graph_launches) *graph_launches = fake_graph_launches;
+  pthread_mutex_unlock(&fake_lock);
+}
+
+/* Runs and work items of the kernels whose name contains `part`, over every
+ * function looked up so far (a launch over no items computes nothing on a
+ * GPU either: tests check that the kernels they expect did work). */
+void kiln_fake_cuda_kernel_work(const char *part, unsigned long long *runs,
+                                unsigned long long *items) {
+  pthread_mutex_lock(&fake_lock);
+  *runs = *items = 0;
+  for (struct CUfunc_st *f = fake_functions; f; f = f->next)
+    if (strstr(f->name, part)) *runs += f->runs, *items += f->items;
   pthread_mutex_unlock(&fake_lock);
 }
 
