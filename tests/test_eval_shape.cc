@@ -1,5 +1,7 @@
 // Reference evaluators of the structural primitives (src/ir/shape_ops.c)
-// against JAX: every case of tests/golden/eval_shape.txt is one equation
+// against JAX (and, on the same goldens, the kernels that stand in for some
+// of them: pad's C kernel, the CUDA gather/scatter index walk): every case of
+// tests/golden/eval_shape.txt is one equation
 // built through the IR API and run by kir_eval_program; its result must
 // match JAX's bit for bit, NaN payloads included, with two exceptions where
 // a NaN only has to stay a NaN: scatter-add (the bits of inf + -inf are the
@@ -20,6 +22,7 @@
 
 #include "ir/ir.h"
 #include "scatter_kernel_host.h"
+#include "kiln/jit.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -241,6 +244,69 @@ TEST(EvalShape, KernelIndexWalkMatchesJax) {
     n++;
   }
   EXPECT_GE(n, 20);
+}
+
+// pad through kiln_jit on the CPU's fused executor, which runs the C kernel
+// of codegen/pad.c (rows copied as runs): JAX's bits on every golden case.
+struct PadCase {
+  int64_t lo[KIR_MAX_RANK], hi[KIR_MAX_RANK], interior[KIR_MAX_RANK];
+};
+kiln_tree *PadFn(kiln_trace *t, const kiln_tree *a, void *u) {
+  const PadCase *c = (const PadCase *)u;
+  kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(a, 0))->u.val;
+  kiln_val *v = kiln_tree_leaf_get(kiln_tree_child(a, 1))->u.val;
+  return kiln_tree_val(kiln_pad(t, x, v, c->lo, c->hi, c->interior));
+}
+
+TEST(EvalShape, PadKernelsOnTheCTargetMatchJax) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  o.executor = KILN_EXECUTOR_FUSED;
+  kiln_ctx *ctx = nullptr;
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  int n = 0;
+  for (const Case &c : Cases()) {
+    if (c.prim != "pad") continue;
+    SCOPED_TRACE(c.name);
+    std::vector<kir_aval> avals;
+    for (const Array &a : c.in) avals.push_back(a.aval);
+    kiln_status st;
+    Program p = Build(c.prim, c.params, avals, &st);
+    ASSERT_EQ(st, KILN_OK) << kiln_last_error();
+    const kir_padding &pc = p->eqns[0].params.pad.padding_config;
+    PadCase pcase;
+    for (int d = 0; d < pc.n; d++)
+      pcase.lo[d] = pc.lo[d], pcase.hi[d] = pc.hi[d], pcase.interior[d] = pc.interior[d];
+    std::vector<kiln_tree *> leaves;
+    for (const Array &a : c.in) {
+      kiln_array *arr = nullptr;
+      ASSERT_EQ(kiln_array_from_host(dev, a.aval.dtype, a.aval.rank, a.aval.shape, a.bytes.data(),
+                                     a.bytes.size(), &arr),
+                KILN_OK)
+          << kiln_last_error();
+      leaves.push_back(kiln_tree_array(arr));
+      kiln_array_release(arr);
+    }
+    kiln_tree *args = kiln_tree_tuple(leaves.size(), leaves.data()), *out = nullptr;
+    kiln_func *f = nullptr;
+    kiln_jit *j = nullptr;
+    ASSERT_EQ(kiln_func_new(PadFn, &pcase, "pad", &f), KILN_OK);
+    ASSERT_EQ(kiln_jit_new(ctx, f, nullptr, &j), KILN_OK);
+    ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
+    std::vector<uint8_t> got(c.out.bytes.size());
+    ASSERT_EQ(kiln_array_to_host(kiln_tree_leaf_array(out), got.data(), got.size()), KILN_OK);
+    ExpectSameBits(c, got, c.out.aval.dtype == KILN_BF16);
+    kiln_tree_free(out);
+    kiln_tree_free(args);
+    kiln_jit_free(j);
+    kiln_func_free(f);
+    n++;
+  }
+  EXPECT_GE(n, 10);
+  kiln_ctx_free(ctx);
 }
 
 TEST(EvalShape, EveryShapePrimitiveIsCovered) {
