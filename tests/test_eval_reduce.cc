@@ -1,6 +1,7 @@
 // Reference evaluators of the reduction family (src/ir/reduce.c) against
 // JAX: tests/golden/eval_reduce.py writes what JAX computes.
 #include "eval_reduce_golden.h"
+#include "kiln/jit.h"
 
 namespace {
 
@@ -32,6 +33,83 @@ TEST(EvalReduce, ReductionsMatchJax) {
 TEST(EvalReduce, ArgMinMaxMatchJax) {
   std::vector<std::string> prims = {"argmax", "argmin"};
   ExpectCovered(RunFile("eval_reduce_sort.txt", prims), prims);
+}
+
+// argmax/argmin through kiln_jit on the CPU's fused executor, which runs
+// the C kernel of codegen/argmax.c: JAX's indices on every golden case.
+struct ArgCase {
+  bool is_max;
+  int axis;
+  kiln_dtype index_dtype;
+};
+kiln_tree *ArgFn(kiln_trace *t, const kiln_tree *a, void *u) {
+  const ArgCase *c = (const ArgCase *)u;
+  kiln_val *x = kiln_tree_leaf_get(kiln_tree_child(a, 0))->u.val;
+  return kiln_tree_val(c->is_max ? kiln_argmax(t, x, c->axis, c->index_dtype)
+                                 : kiln_argmin(t, x, c->axis, c->index_dtype));
+}
+
+TEST(EvalReduce, ArgMinMaxKernelsOnTheCTargetMatchJax) {
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  o.executor = KILN_EXECUTOR_FUSED;
+  kiln_ctx *ctx = nullptr;
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  int n = 0;
+  for (const eval_golden::Case &c : eval_golden::Load("eval_reduce_sort.txt")) {
+    if (c.prim != "argmax" && c.prim != "argmin") continue;
+    SCOPED_TRACE(c.text);
+    kir_program *p = nullptr;
+    ASSERT_EQ(kir_program_new(&p), KILN_OK);
+    kir_params par;
+    std::memset(&par, 0, sizeof par);
+    kir_prim prim;
+    ASSERT_TRUE(kir_prim_lookup(c.prim.c_str(), c.prim.size(), &prim));
+    ASSERT_EQ(kir_params_parse(p, prim, c.params.c_str(), &par), KILN_OK) << kiln_last_error();
+    kir_program_free(p);
+    ArgCase ac{c.prim == "argmax", par.argminmax.axes.v[0], par.argminmax.index_dtype};
+    const eval_golden::Array &x = c.in[0];
+    kiln_array *arr = nullptr;
+    ASSERT_EQ(kiln_array_from_host(dev, x.aval.dtype, x.aval.rank, x.aval.shape, x.bytes.data(),
+                                   (size_t)kir_aval_size(&x.aval) * kiln_dtype_size(x.aval.dtype),
+                                   &arr),
+              KILN_OK)
+        << kiln_last_error();
+    kiln_tree *leaf = kiln_tree_array(arr), *args = kiln_tree_tuple(1, &leaf), *out = nullptr;
+    kiln_array_release(arr);
+    kiln_func *f = nullptr;
+    kiln_jit *j = nullptr;
+    ASSERT_EQ(kiln_func_new(ArgFn, &ac, c.prim.c_str(), &f), KILN_OK);
+    ASSERT_EQ(kiln_jit_new(ctx, f, nullptr, &j), KILN_OK);
+    ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
+    const eval_golden::Array &want = c.out[0];
+    std::vector<uint8_t> got(want.bytes.size());
+    size_t nb = (size_t)kir_aval_size(&want.aval) * kiln_dtype_size(want.aval.dtype);
+    ASSERT_EQ(kiln_array_to_host(kiln_tree_leaf_array(out), got.data(), nb), KILN_OK);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.bytes.data(), nb));
+    if (n == 0) {  // the kernel ran, not the reference evaluator
+      kiln_lowered *l = nullptr;
+      kiln_compiled *cp = nullptr;
+      char *text = nullptr;
+      ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK);
+      ASSERT_EQ(kiln_lowered_compile(l, &cp), KILN_OK);
+      ASSERT_EQ(kiln_compiled_as_text(cp, &text), KILN_OK);
+      EXPECT_NE(std::string(text).find("void kiln_arg"), std::string::npos) << text;
+      free(text);
+      kiln_compiled_free(cp);
+      kiln_lowered_free(l);
+    }
+    kiln_tree_free(out);
+    kiln_tree_free(args);
+    kiln_jit_free(j);
+    kiln_func_free(f);
+    n++;
+  }
+  EXPECT_GE(n, 10);
+  kiln_ctx_free(ctx);
 }
 
 TEST(EvalReduce, CumulativeMatchJax) {
