@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "cuda_test_support.h"
 #include "fake_cuda/fake_cuda.h"
 #include "kiln/kiln.h"
@@ -37,6 +39,18 @@ inline unsigned long long FakeKernelItems(const char *part) {
       "libcuda.so.1", "kiln_fake_cuda_kernel_work");
   if (fn) fn(part, &runs, &items);
   return items;
+}
+
+// An f32 array leaf on dev.
+inline kiln_tree *InputOn(kiln_device *dev, std::vector<float> v, std::vector<int64_t> shape) {
+  kiln_array *a = nullptr;
+  EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, (int)shape.size(), shape.data(), v.data(),
+                                 v.size() * sizeof(float), &a),
+            KILN_OK)
+      << kiln_last_error();
+  kiln_tree *t = kiln_tree_array(a);
+  kiln_array_release(a);
+  return t;
 }
 
 class KctCudaFixture : public ::testing::Test {

@@ -35,18 +35,6 @@ KCT_USE_FAKE_DRIVER();
 
 std::string Err() { return kiln_last_error(); }
 
-// An f32 array leaf on dev.
-kiln_tree *InputOn(kiln_device *dev, std::vector<float> v, std::vector<int64_t> shape) {
-  kiln_array *a = nullptr;
-  EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, (int)shape.size(), shape.data(), v.data(),
-                                 v.size() * sizeof(float), &a),
-            KILN_OK)
-      << Err();
-  kiln_tree *t = kiln_tree_array(a);
-  kiln_array_release(a);
-  return t;
-}
-
 class KCT_SUITE : public KctCudaFixture {
  protected:
   kiln_tree *Input(std::vector<float> v, std::vector<int64_t> shape) {

@@ -19,6 +19,7 @@
 #include "cuda_fixture.h"
 #include "cuda_test_support.h"
 #include "fake_cuda/fake_cuda.h"
+#include "jit_check.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -63,14 +64,7 @@ const Shape kW1{{3, 3, 3, 8}}, kW2{{3, 3, 8, 6}}, kX{{4, 12, 12, 3}};
 kiln_tree *Leaf(kiln_device *dev, const Shape &s, float scale) {
   std::vector<float> v((size_t)s.Size());
   for (size_t i = 0; i < v.size(); i++) v[i] = scale * std::sin(0.37f * (float)i + scale);
-  kiln_array *a = nullptr;
-  EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, (int)s.dims.size(), s.dims.data(), v.data(),
-                                 v.size() * sizeof(float), &a),
-            KILN_OK)
-      << Err();
-  kiln_tree *t = kiln_tree_array(a);
-  kiln_array_release(a);
-  return t;
+  return InputOn(dev, std::move(v), s.dims);
 }
 
 kiln_tree *CnnArgs(kiln_device *dev) {
@@ -145,20 +139,7 @@ class KCT_SUITE : public KctCudaFixture {
   void SetUp() override { Open(); }
   std::string CompiledText(const CnnGrad &g) {
     kiln_tree *args = CnnArgs(dev_);
-    kiln_lowered *l = nullptr;
-    kiln_compiled *c = nullptr;
-    char *text = nullptr;
-    EXPECT_EQ(kiln_jit_lower(g.jit, args, &l), KILN_OK) << Err();
-    if (l) {
-      EXPECT_EQ(kiln_lowered_compile(l, &c), KILN_OK) << Err();
-    }
-    if (c) {
-      EXPECT_EQ(kiln_compiled_as_text(c, &text), KILN_OK) << Err();
-    }
-    std::string s = text ? text : "";
-    free(text);
-    kiln_compiled_free(c);
-    kiln_lowered_free(l);
+    std::string s = JitText(g.jit, args);
     kiln_tree_free(args);
     return s;
   }
@@ -234,19 +215,6 @@ kiln_tree *ClassifierArgs(kiln_device *dev) {
   return kiln_tree_tuple(2, leaves);
 }
 
-// The compiled text of jit j on args, appended to *text.
-void AppendText(kiln_jit *j, const kiln_tree *args, std::string *text) {
-  kiln_lowered *l = nullptr;
-  kiln_compiled *c = nullptr;
-  char *t = nullptr;
-  if (kiln_jit_lower(j, args, &l) == KILN_OK && kiln_lowered_compile(l, &c) == KILN_OK &&
-      kiln_compiled_as_text(c, &t) == KILN_OK)
-    *text += t;
-  free(t);
-  kiln_compiled_free(c);
-  kiln_lowered_free(l);
-}
-
 // The loss's gradient w.r.t. the logits, its value, and the per-example
 // hits, each called twice (the second replays a graph) on one context.
 std::vector<std::vector<float>> Classify(kiln_ctx *ctx, kiln_device *dev, std::string *text) {
@@ -271,7 +239,7 @@ std::vector<std::vector<float>> Classify(kiln_ctx *ctx, kiln_device *dev, std::s
     } else if (out) {
       v.push_back(Values(out));
     }
-    if (text) AppendText(j, args, text);
+    if (text) *text += JitText(j, args);
     kiln_tree_free(out);
     kiln_tree_free(args);
     kiln_jit_free(j);

@@ -1,7 +1,7 @@
 // Reference evaluators of the reduction family (src/ir/reduce.c) against
 // JAX: tests/golden/eval_reduce.py writes what JAX computes.
 #include "eval_reduce_golden.h"
-#include "kiln/jit.h"
+#include "jit_check.h"
 
 namespace {
 
@@ -50,14 +50,9 @@ kiln_tree *ArgFn(kiln_trace *t, const kiln_tree *a, void *u) {
 }
 
 TEST(EvalReduce, ArgMinMaxKernelsOnTheCTargetMatchJax) {
-  kiln_options o;
-  kiln_options_init(&o);
-  o.backend = KILN_BACKEND_CPU;
-  o.executor = KILN_EXECUTOR_FUSED;
-  kiln_ctx *ctx = nullptr;
   kiln_device *dev = nullptr;
-  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  kiln_ctx *ctx = FusedCpuContext(&dev);
+  ASSERT_TRUE(ctx && dev);
   int n = 0;
   for (const eval_golden::Case &c : eval_golden::Load("eval_reduce_sort.txt")) {
     if (c.prim != "argmax" && c.prim != "argmin") continue;
@@ -78,34 +73,17 @@ TEST(EvalReduce, ArgMinMaxKernelsOnTheCTargetMatchJax) {
                                    &arr),
               KILN_OK)
         << kiln_last_error();
-    kiln_tree *leaf = kiln_tree_array(arr), *args = kiln_tree_tuple(1, &leaf), *out = nullptr;
+    kiln_tree *leaf = kiln_tree_array(arr), *args = kiln_tree_tuple(1, &leaf);
     kiln_array_release(arr);
-    kiln_func *f = nullptr;
-    kiln_jit *j = nullptr;
-    ASSERT_EQ(kiln_func_new(ArgFn, &ac, c.prim.c_str(), &f), KILN_OK);
-    ASSERT_EQ(kiln_jit_new(ctx, f, nullptr, &j), KILN_OK);
-    ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
+    std::string text;
+    std::vector<uint8_t> got = JitBytes(ctx, ArgFn, &ac, args, n == 0 ? &text : nullptr);
     const eval_golden::Array &want = c.out[0];
-    std::vector<uint8_t> got(want.bytes.size());
     size_t nb = (size_t)kir_aval_size(&want.aval) * kiln_dtype_size(want.aval.dtype);
-    ASSERT_EQ(kiln_array_to_host(kiln_tree_leaf_array(out), got.data(), nb), KILN_OK);
+    ASSERT_EQ(got.size(), nb);
     EXPECT_EQ(0, std::memcmp(got.data(), want.bytes.data(), nb));
     if (n == 0) {  // the kernel ran, not the reference evaluator
-      kiln_lowered *l = nullptr;
-      kiln_compiled *cp = nullptr;
-      char *text = nullptr;
-      ASSERT_EQ(kiln_jit_lower(j, args, &l), KILN_OK);
-      ASSERT_EQ(kiln_lowered_compile(l, &cp), KILN_OK);
-      ASSERT_EQ(kiln_compiled_as_text(cp, &text), KILN_OK);
-      EXPECT_NE(std::string(text).find("void kiln_arg"), std::string::npos) << text;
-      free(text);
-      kiln_compiled_free(cp);
-      kiln_lowered_free(l);
+      EXPECT_NE(text.find("void kiln_arg"), std::string::npos) << text;
     }
-    kiln_tree_free(out);
-    kiln_tree_free(args);
-    kiln_jit_free(j);
-    kiln_func_free(f);
     n++;
   }
   EXPECT_GE(n, 10);
