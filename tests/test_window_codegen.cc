@@ -71,6 +71,18 @@ const WinCase kCases[] = {
     {"select_and_scatter_add", KILN_F32, {5, 6},
      "padding=((-1, 0), (0, 1)) select_prim=ge window_dimensions=(2, 2) window_strides=(1, 2)",
      true},
+    // the C rows form (NHWC, features as runs): max_pool's 2x2 VALID over odd
+    // sizes; overlapping padded windows whose selections add up; a run past
+    // one tile
+    {"select_and_scatter_add", KILN_F32, {2, 7, 6, 16},
+     "padding=((0, 0), (0, 0), (0, 0), (0, 0)) select_prim=ge window_dimensions=(1, 2, 2, 1) "
+     "window_strides=(1, 2, 2, 1)", true},
+    {"select_and_scatter_add", KILN_BF16, {2, 6, 5, 12},
+     "padding=((0, 0), (1, 1), (1, 0), (0, 0)) select_prim=le window_dimensions=(1, 3, 3, 1) "
+     "window_strides=(1, 2, 1, 1)", true},
+    {"select_and_scatter_add", KILN_F32, {1, 4, 3, 300},
+     "padding=((0, 0), (1, 1), (0, 1), (0, 0)) select_prim=ge window_dimensions=(1, 2, 2, 1) "
+     "window_strides=(1, 1, 1, 1)", false},
 };
 
 struct Buf {
