@@ -118,6 +118,43 @@ static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b)
                T, kcg_wround(dt), kcg_wload(dt));
 }
 
+/* The rows form's select_and_scatter_add where windows cannot overlap
+ * (stride >= window, no dilation: max_pool's usual 2x2/2): every operand
+ * element is read by at most one window, whose first in-bounds pixel (its
+ * anchor) zeroes the window, selects once and stores round(0 + src) at the
+ * selection: the gather form's sum, with each window walked once instead of
+ * once per pixel. A run's item (pixel, feature) alone writes the elements
+ * of that feature of the windows it anchors; pixels in no window zero
+ * themselves. */
+static void kcg_window_rows_tiles(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
+  kcg_buf_add(b, "    long long o[R], sel[TILE], src = 0, any = 0; int anchor = 1, inside = 1;\n"
+                 "    for (int d = 0; d < R; d++) {\n"
+                 "      long long p = at[d] + LO[d];\n"
+                 "      o[d] = p >= 0 ? p / STR[d] : 0;\n"
+                 "      inside = inside && p >= 0 && o[d] < OUT[d] && p - o[d] * STR[d] < WIN[d];\n"
+                 "      long long start = o[d] * STR[d] - LO[d];\n"
+                 "      anchor = anchor && at[d] == (start > 0 ? start : 0);\n"
+                 "      src = src * OUT[d] + o[d];\n"
+                 "    }\n"
+                 "    if (!inside) { for (long long c = 0; c < n; c++) y[i + c] = 0; continue; }\n"
+                 "    if (!anchor) continue;\n");
+  kcg_buf_addf(b, "    %s best[TILE];\n    for (long long w = 0; w < NWIN; w++) {\n", F);
+  kcg_window_offset(b, "      ");
+  kcg_buf_addf(b, "      const %s *xr = x + off + c0;\n"
+                  "      for (long long c = 0; c < n; c++) {\n"
+                  "        %s v = %s(xr[c]);\n"
+                  "        if (!any || !(best[c] %s v)) { sel[c] = off; best[c] = v; }\n"
+                  "        y[off + c0 + c] = 0;\n"
+                  "      }\n      any = 1;\n    }\n",
+               T, F, kcg_wload(dt), ge);
+  kcg_buf_addf(b, "    const %s *sr = a0 + src * RUN + c0;\n"
+                  "    for (long long c = 0; c < n && any; c++)\n"
+                  "      y[sel[c] + c0 + c] = %s(%s((%s)0 + %s(sr[c])));\n  }\n}\n",
+               T, kcg_wstore(dt), kcg_wround(dt), F, kcg_wload(dt));
+}
+
 /* C target, reduce_window over operands with such a run (avg/max pooling,
  * its transpose): a result pixel's window is walked once, each of its
  * elements folding a run of up to TILE results at unit stride (the compiler
@@ -154,8 +191,15 @@ static void kcg_window_rows_body(const kir_eqn *e, const kir_window_geom *g, int
                  "    long long c0 = i % RUN;\n"
                  "    n = RUN - c0 < end - i ? RUN - c0 : end - i;\n"
                  "    if (n > TILE) n = TILE;\n");
+  bool tiles = scatter;
+  for (int d = 0; d < k; d++)
+    tiles = tiles && g->stride[d] >= g->win[d] && g->base[d] == 1 && g->wdil[d] == 1;
+  if (scatter) kcg_unflatten(b, "at", "IN", "i / RUN");
+  if (tiles) {
+    kcg_window_rows_tiles(e, dt, b);
+    return;
+  }
   if (scatter) {
-    kcg_unflatten(b, "at", "IN", "i / RUN");
     kcg_window_rows_scatter(e, dt, b);
   } else {
     kcg_unflatten(b, "o", "OUT", "i / RUN");
