@@ -209,9 +209,12 @@ static void kir_im2col(const kiln_conv_geom *g, const float *lhs, int64_t grp, i
     const float *src = lhs + kir_cgeom_lhs_base(g, grp, r / m);
     const int64_t *lo = loff + (r % m) * W;
     float *row = cols + (r - r0) * kd;
+    if (cg == 1) { /* a first layer's one channel: a branch-free gather */
+      for (int64_t k = 0; k < W; k++) row[k] = lo[k] < 0 ? 0.0f : src[lo[k] < 0 ? 0 : lo[k]];
+      continue;
+    }
     for (int64_t k = 0; k < W; k++, row += cg) {
       if (lo[k] < 0) memset(row, 0, (size_t)cg * sizeof *row);
-      else if (g->ls_c == 1 && cg == 1) *row = src[lo[k]]; /* a first layer's one channel */
       else if (g->ls_c == 1) memcpy(row, src + lo[k], (size_t)cg * sizeof *row);
       else
         for (int64_t i = 0; i < cg; i++) row[i] = src[lo[k] + i * g->ls_c];
