@@ -83,15 +83,10 @@ static int kcg_window_outer_rank(const kir_window_geom *g, int64_t *run) {
 #define KCG_WINDOW_MIN_RUN 4
 #define KCG_WINDOW_TILE 256
 
-/* The C rows form's select_and_scatter_add: per operand pixel the windows
- * that may read it and their window walks are found once for its run of
- * features, each selecting (in row-major order, as the gather form) for
- * the whole run at once; the same sums in the same order as the gather
- * form, without its index arithmetic per element. */
-static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
-  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
-  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
-  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1, sel[TILE];\n"
+/* Operand element at[]'s candidate windows: per dim the first (lo_) and
+ * the count (n_) of the result indices whose windows may read it; nw in all. */
+static void kcg_window_candidates(kcg_buf *b) {
+  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1;\n"
                  "    for (int d = 0; d < R; d++) {\n"
                  "      long long hi = at[d] + LO[d] >= 0 ? (at[d] + LO[d]) / STR[d] : -1;\n"
                  "      long long first = at[d] + LO[d] - WIN[d] + 1;\n"
@@ -99,19 +94,44 @@ static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b)
                  "      if (hi > OUT[d] - 1) hi = OUT[d] - 1;\n"
                  "      lo_[d] = first; n_[d] = hi >= first ? hi - first + 1 : 0; nw *= n_[d];\n"
                  "    }\n");
-  kcg_buf_addf(b, "    %s acc[TILE], best[TILE];\n    for (long long c = 0; c < n; c++) acc[c] = 0;\n", F);
+}
+
+/* The rows form's selection over window o[]: for each of the run's n
+ * features the offset (sel) of its first maximum (or minimum) in row-major
+ * window order; any: some window element lies in the operand. zero: also
+ * clears the window's elements of y. */
+static void kcg_window_rows_select(const kir_eqn *e, kiln_dtype dt, bool zero, const char *in,
+                                   kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
+  char in2[16];
+  snprintf(in2, sizeof in2, "%s  ", in);
+  kcg_buf_addf(b, "%sfor (long long w = 0; w < NWIN; w++) {\n", in);
+  kcg_window_offset(b, in2);
+  kcg_buf_addf(b, "%s  const %s *xr = x + off + c0;\n"
+                  "%s  for (long long c = 0; c < n; c++) {\n"
+                  "%s    %s v = %s(xr[c]);\n"
+                  "%s    if (!any || !(best[c] %s v)) { sel[c] = off; best[c] = v; }\n",
+               in, T, in, in, F, kcg_wload(dt), in, ge);
+  if (zero) kcg_buf_addf(b, "%s    y[off + c0 + c] = 0;\n", in);
+  kcg_buf_addf(b, "%s  }\n%s  any = 1;\n%s}\n", in, in, in);
+}
+
+/* The C rows form's select_and_scatter_add: per operand pixel the windows
+ * that may read it and their window walks are found once for its run of
+ * features, each selecting (in row-major order, as the gather form) for
+ * the whole run at once; the same sums in the same order as the gather
+ * form, without its index arithmetic per element. */
+static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  kcg_window_candidates(b);
+  kcg_buf_addf(b, "    long long sel[TILE];\n    %s acc[TILE], best[TILE];\n"
+                  "    for (long long c = 0; c < n; c++) acc[c] = 0;\n", F);
   kcg_buf_add(b, "    for (long long v_ = 0; v_ < nw; v_++) {\n"
                  "      long long rc = v_, src = 0, any = 0;\n"
                  "      for (int d = R - 1; d >= 0; d--) { o[d] = lo_[d] + rc % n_[d]; rc /= n_[d]; }\n"
-                 "      for (int d = 0; d < R; d++) src = src * OUT[d] + o[d];\n"
-                 "      for (long long w = 0; w < NWIN; w++) {\n");
-  kcg_window_offset(b, "        ");
-  kcg_buf_addf(b, "        const %s *xr = x + off + c0;\n", T);
-  kcg_buf_addf(b, "        for (long long c = 0; c < n; c++) {\n"
-                  "          %s v = %s(xr[c]);\n"
-                  "          if (!any || !(best[c] %s v)) { sel[c] = off; best[c] = v; }\n"
-                  "        }\n        any = 1;\n      }\n",
-               F, kcg_wload(dt), ge);
+                 "      for (int d = 0; d < R; d++) src = src * OUT[d] + o[d];\n");
+  kcg_window_rows_select(e, dt, false, "      ", b);
   kcg_buf_addf(b, "      const %s *sr = a0 + src * RUN + c0;\n"
                   "      for (long long c = 0; c < n && any; c++)\n"
                   "        if (sel[c] == i - c0) acc[c] = %s(acc[c] + %s(sr[c]));\n    }\n",
@@ -128,7 +148,6 @@ static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b)
  * themselves. */
 static void kcg_window_rows_tiles(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
   const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
-  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
   kcg_buf_add(b, "    long long o[R], sel[TILE], src = 0, any = 0; int anchor = 1, inside = 1;\n"
                  "    for (int d = 0; d < R; d++) {\n"
                  "      long long p = at[d] + LO[d];\n"
@@ -140,15 +159,8 @@ static void kcg_window_rows_tiles(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
                  "    }\n"
                  "    if (!inside) { for (long long c = 0; c < n; c++) y[i + c] = 0; continue; }\n"
                  "    if (!anchor) continue;\n");
-  kcg_buf_addf(b, "    %s best[TILE];\n    for (long long w = 0; w < NWIN; w++) {\n", F);
-  kcg_window_offset(b, "      ");
-  kcg_buf_addf(b, "      const %s *xr = x + off + c0;\n"
-                  "      for (long long c = 0; c < n; c++) {\n"
-                  "        %s v = %s(xr[c]);\n"
-                  "        if (!any || !(best[c] %s v)) { sel[c] = off; best[c] = v; }\n"
-                  "        y[off + c0 + c] = 0;\n"
-                  "      }\n      any = 1;\n    }\n",
-               T, F, kcg_wload(dt), ge);
+  kcg_buf_addf(b, "    %s best[TILE];\n", F);
+  kcg_window_rows_select(e, dt, true, "    ", b);
   kcg_buf_addf(b, "    const %s *sr = a0 + src * RUN + c0;\n"
                   "    for (long long c = 0; c < n && any; c++)\n"
                   "      y[sel[c] + c0 + c] = %s(%s((%s)0 + %s(sr[c])));\n  }\n}\n",
@@ -272,14 +284,7 @@ static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, k
   }
   /* operand element i: the windows that may read it, row-major */
   kcg_unflatten(b, "at", "IN", "i");
-  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1;\n"
-                 "    for (int d = 0; d < R; d++) {\n"
-                 "      long long hi = at[d] + LO[d] >= 0 ? (at[d] + LO[d]) / STR[d] : -1;\n"
-                 "      long long first = at[d] + LO[d] - WIN[d] + 1;\n"
-                 "      first = first <= 0 ? 0 : (first + STR[d] - 1) / STR[d];\n"
-                 "      if (hi > OUT[d] - 1) hi = OUT[d] - 1;\n"
-                 "      lo_[d] = first; n_[d] = hi >= first ? hi - first + 1 : 0; nw *= n_[d];\n"
-                 "    }\n");
+  kcg_window_candidates(b);
   kcg_buf_addf(b, "    %s acc = 0;\n    long long self = i;\n", F);
   kcg_buf_add(b, "    for (long long c = 0; c < nw; c++) {\n"
                  "      long long rc = c, src = 0;\n"
