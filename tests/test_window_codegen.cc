@@ -71,6 +71,22 @@ const WinCase kCases[] = {
     {"select_and_scatter_add", KILN_F32, {5, 6},
      "padding=((-1, 0), (0, 1)) select_prim=ge window_dimensions=(2, 2) window_strides=(1, 2)",
      true},
+    // the C rows form (NHWC, features as runs): max_pool's 2x2 VALID over odd
+    // sizes; padded windows that do not overlap (the anchor clamped into the
+    // operand), with a gap between them; overlapping padded windows whose
+    // selections add up; a run past one tile
+    {"select_and_scatter_add", KILN_F32, {2, 7, 6, 16},
+     "padding=((0, 0), (0, 0), (0, 0), (0, 0)) select_prim=ge window_dimensions=(1, 2, 2, 1) "
+     "window_strides=(1, 2, 2, 1)", true},
+    {"select_and_scatter_add", KILN_BF16, {2, 8, 7, 8},
+     "padding=((0, 0), (1, 1), (1, -1), (0, 0)) select_prim=ge window_dimensions=(1, 3, 2, 1) "
+     "window_strides=(1, 3, 3, 1)", true},
+    {"select_and_scatter_add", KILN_BF16, {2, 6, 5, 12},
+     "padding=((0, 0), (1, 1), (1, 0), (0, 0)) select_prim=le window_dimensions=(1, 3, 3, 1) "
+     "window_strides=(1, 2, 1, 1)", true},
+    {"select_and_scatter_add", KILN_F32, {1, 4, 3, 300},
+     "padding=((0, 0), (1, 1), (0, 1), (0, 0)) select_prim=ge window_dimensions=(1, 2, 2, 1) "
+     "window_strides=(1, 1, 1, 1)", false},
 };
 
 struct Buf {
@@ -148,6 +164,7 @@ TEST(WindowCodegen, CKernelsMatchTheReferenceBits) {
     Buf want, got;
     want.Make(prog.Out());
     got.Make(prog.Out());
+    memset(got.b.data, 0xa5, got.b.nbytes);  // the kernel writes every element
     std::vector<kir_buffer> ins;
     for (Buf &b : prog.in) ins.push_back(b.b);
     kir_eval_env env;

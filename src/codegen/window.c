@@ -83,14 +83,100 @@ static int kcg_window_outer_rank(const kir_window_geom *g, int64_t *run) {
 #define KCG_WINDOW_MIN_RUN 4
 #define KCG_WINDOW_TILE 256
 
+/* Operand element at[]'s candidate windows: per dim the first (lo_) and
+ * the count (n_) of the result indices whose windows may read it; nw in all. */
+static void kcg_window_candidates(kcg_buf *b) {
+  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1;\n"
+                 "    for (int d = 0; d < R; d++) {\n"
+                 "      long long hi = at[d] + LO[d] >= 0 ? (at[d] + LO[d]) / STR[d] : -1;\n"
+                 "      long long first = at[d] + LO[d] - WIN[d] + 1;\n"
+                 "      first = first <= 0 ? 0 : (first + STR[d] - 1) / STR[d];\n"
+                 "      if (hi > OUT[d] - 1) hi = OUT[d] - 1;\n"
+                 "      lo_[d] = first; n_[d] = hi >= first ? hi - first + 1 : 0; nw *= n_[d];\n"
+                 "    }\n");
+}
+
+/* The rows form's selection over window o[]: for each of the run's n
+ * features the offset (sel) of its first maximum (or minimum) in row-major
+ * window order; any: some window element lies in the operand. zero: also
+ * clears the window's elements of y. */
+static void kcg_window_rows_select(const kir_eqn *e, kiln_dtype dt, bool zero, const char *in,
+                                   kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
+  char in2[16];
+  snprintf(in2, sizeof in2, "%s  ", in);
+  kcg_buf_addf(b, "%sfor (long long w = 0; w < NWIN; w++) {\n", in);
+  kcg_window_offset(b, in2);
+  kcg_buf_addf(b, "%s  const %s *xr = x + off + c0;\n"
+                  "%s  for (long long c = 0; c < n; c++) {\n"
+                  "%s    %s v = %s(xr[c]);\n"
+                  "%s    if (!any || !(best[c] %s v)) { sel[c] = off; best[c] = v; }\n",
+               in, T, in, in, F, kcg_wload(dt), in, ge);
+  if (zero) kcg_buf_addf(b, "%s    y[off + c0 + c] = 0;\n", in);
+  kcg_buf_addf(b, "%s  }\n%s  any = 1;\n%s}\n", in, in, in);
+}
+
+/* The C rows form's select_and_scatter_add: per operand pixel the windows
+ * that may read it and their window walks are found once for its run of
+ * features, each selecting (in row-major order, as the gather form) for
+ * the whole run at once; the same sums in the same order as the gather
+ * form, without its index arithmetic per element. */
+static void kcg_window_rows_scatter(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  kcg_window_candidates(b);
+  kcg_buf_addf(b, "    long long sel[TILE];\n    %s acc[TILE], best[TILE];\n"
+                  "    for (long long c = 0; c < n; c++) acc[c] = 0;\n", F);
+  kcg_buf_add(b, "    for (long long v_ = 0; v_ < nw; v_++) {\n"
+                 "      long long rc = v_, src = 0, any = 0;\n"
+                 "      for (int d = R - 1; d >= 0; d--) { o[d] = lo_[d] + rc % n_[d]; rc /= n_[d]; }\n"
+                 "      for (int d = 0; d < R; d++) src = src * OUT[d] + o[d];\n");
+  kcg_window_rows_select(e, dt, false, "      ", b);
+  kcg_buf_addf(b, "      const %s *sr = a0 + src * RUN + c0;\n"
+                  "      for (long long c = 0; c < n && any; c++)\n"
+                  "        if (sel[c] == i - c0) acc[c] = %s(acc[c] + %s(sr[c]));\n    }\n",
+               T, kcg_wround(dt), kcg_wload(dt));
+}
+
+/* The rows form's select_and_scatter_add where windows cannot overlap
+ * (stride >= window, no dilation: max_pool's usual 2x2/2): every operand
+ * element is read by at most one window, whose first in-bounds pixel (its
+ * anchor) zeroes the window, selects once and stores round(0 + src) at the
+ * selection: the gather form's sum, with each window walked once instead of
+ * once per pixel. A run's item (pixel, feature) alone writes the elements
+ * of that feature of the windows it anchors; pixels in no window zero
+ * themselves. */
+static void kcg_window_rows_tiles(const kir_eqn *e, kiln_dtype dt, kcg_buf *b) {
+  const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  kcg_buf_add(b, "    long long o[R], sel[TILE], src = 0, any = 0; int anchor = 1, inside = 1;\n"
+                 "    for (int d = 0; d < R; d++) {\n"
+                 "      long long p = at[d] + LO[d];\n"
+                 "      o[d] = p >= 0 ? p / STR[d] : 0;\n"
+                 "      inside = inside && p >= 0 && o[d] < OUT[d] && p - o[d] * STR[d] < WIN[d];\n"
+                 "      long long start = o[d] * STR[d] - LO[d];\n"
+                 "      anchor = anchor && at[d] == (start > 0 ? start : 0);\n"
+                 "      src = src * OUT[d] + o[d];\n"
+                 "    }\n"
+                 "    if (!inside) { for (long long c = 0; c < n; c++) y[i + c] = 0; continue; }\n"
+                 "    if (!anchor) continue;\n");
+  kcg_buf_addf(b, "    %s best[TILE];\n", F);
+  kcg_window_rows_select(e, dt, true, "    ", b);
+  kcg_buf_addf(b, "    const %s *sr = a0 + src * RUN + c0;\n"
+                  "    for (long long c = 0; c < n && any; c++)\n"
+                  "      y[sel[c] + c0 + c] = %s(%s((%s)0 + %s(sr[c])));\n  }\n}\n",
+               T, kcg_wstore(dt), kcg_wround(dt), F, kcg_wload(dt));
+}
+
 /* C target, reduce_window over operands with such a run (avg/max pooling,
  * its transpose): a result pixel's window is walked once, each of its
  * elements folding a run of up to TILE results at unit stride (the compiler
  * vectorises it), instead of the window walk per result element. Each
- * element still folds its window in row-major order: the same bits. */
+ * element still folds its window in row-major order: the same bits.
+ * select_and_scatter_add: kcg_window_rows_scatter over operand pixels. */
 static void kcg_window_rows_body(const kir_eqn *e, const kir_window_geom *g, int k, int64_t run,
                                  kiln_dtype dt, kcg_buf *b) {
   const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
+  bool scatter = e->prim == KIR_PRIM_SELECT_AND_SCATTER_ADD;
   int64_t xs[KIR_MAX_RANK], nwin = 1, nin = run;
   for (int d = k - 1; d >= 0; d--) {
     xs[d] = nin;
@@ -108,22 +194,37 @@ static void kcg_window_rows_body(const kir_eqn *e, const kir_window_geom *g, int
   kcg_lone_array(b, "BASE", k, g->base);
   kcg_lone_array(b, "WDIL", k, g->wdil);
   kcg_lone_array(b, "XS", k, xs);
-  kcg_buf_addf(b, "  const %s *KILN_RESTRICT x = (const %s *)args.ptr[0];\n", T, T);
-  kcg_buf_addf(b, "  %s *KILN_RESTRICT y = (%s *)args.ptr[1];\n", T, T);
+  /* operands: reduce_window x; select_and_scatter_add (src, x) */
+  kcg_buf_addf(b, "  const %s *KILN_RESTRICT %s = (const %s *)args.ptr[0];\n", T,
+               scatter ? "a0" : "x", T);
+  if (scatter) kcg_buf_addf(b, "  const %s *KILN_RESTRICT x = (const %s *)args.ptr[1];\n", T, T);
+  kcg_buf_addf(b, "  %s *KILN_RESTRICT y = (%s *)args.ptr[%d];\n", T, T, scatter ? 2 : 1);
   kcg_buf_add(b, "  for (long long i = begin, n; i < end; i += n) {\n"
                  "    long long c0 = i % RUN;\n"
                  "    n = RUN - c0 < end - i ? RUN - c0 : end - i;\n"
                  "    if (n > TILE) n = TILE;\n");
-  kcg_unflatten(b, "o", "OUT", "i / RUN");
-  kcg_buf_addf(b, "    %s acc[TILE];\n    for (long long c = 0; c < n; c++) acc[c] = %s;\n", F,
-               kcg_window_init(e, dt));
-  kcg_buf_add(b, "    for (long long w = 0; w < NWIN; w++) {\n");
-  kcg_window_offset(b, "      ");
-  kcg_buf_addf(b, "      const %s *xr = x + off + c0;\n", T);
-  kcg_buf_addf(b, "      for (long long c = 0; c < n; c++) {\n        %s v = %s(xr[c]);\n", F,
-               kcg_wload(dt));
-  kcg_window_fold(b, e->prim, dt, "acc[c]", "        ");
-  kcg_buf_add(b, "      }\n    }\n");
+  bool tiles = scatter;
+  for (int d = 0; d < k; d++)
+    tiles = tiles && g->stride[d] >= g->win[d] && g->base[d] == 1 && g->wdil[d] == 1;
+  if (scatter) kcg_unflatten(b, "at", "IN", "i / RUN");
+  if (tiles) {
+    kcg_window_rows_tiles(e, dt, b);
+    return;
+  }
+  if (scatter) {
+    kcg_window_rows_scatter(e, dt, b);
+  } else {
+    kcg_unflatten(b, "o", "OUT", "i / RUN");
+    kcg_buf_addf(b, "    %s acc[TILE];\n    for (long long c = 0; c < n; c++) acc[c] = %s;\n", F,
+                 kcg_window_init(e, dt));
+    kcg_buf_add(b, "    for (long long w = 0; w < NWIN; w++) {\n");
+    kcg_window_offset(b, "      ");
+    kcg_buf_addf(b, "      const %s *xr = x + off + c0;\n", T);
+    kcg_buf_addf(b, "      for (long long c = 0; c < n; c++) {\n        %s v = %s(xr[c]);\n", F,
+                 kcg_wload(dt));
+    kcg_window_fold(b, e->prim, dt, "acc[c]", "        ");
+    kcg_buf_add(b, "      }\n    }\n");
+  }
   kcg_buf_addf(b, "    for (long long c = 0; c < n; c++) y[i + c] = %s(acc[c]);\n  }\n}\n",
                kcg_wstore(dt));
 }
@@ -133,9 +234,10 @@ static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, k
   const char *T = kcg_wstorage(dt), *F = dt == KILN_F64 ? "double" : "float";
   int64_t run = 1;
   int outer = kcg_window_outer_rank(g, &run);
-  if (!cuda && outer > 0 && run >= KCG_WINDOW_MIN_RUN && e->n_in == 1) {
+  bool scatter = e->prim == KIR_PRIM_SELECT_AND_SCATTER_ADD;
+  if (!cuda && outer > 0 && run >= KCG_WINDOW_MIN_RUN && (e->n_in == 1 || scatter)) {
     *n_items = 1;
-    for (int d = 0; d < g->rank; d++) *n_items *= g->out[d];
+    for (int d = 0; d < g->rank; d++) *n_items *= scatter ? g->in[d] : g->out[d];
     kcg_window_rows_body(e, g, outer, run, dt, b);
     return KILN_OK;
   }
@@ -146,7 +248,6 @@ static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, k
     nwin *= g->win[d];
     nout *= g->out[d];
   }
-  bool scatter = e->prim == KIR_PRIM_SELECT_AND_SCATTER_ADD;
   bool two = scatter || e->prim == KIR_PRIM_SELECT_AND_GATHER_ADD;
   const char *ge = e->params.window.select_prim == KIR_PRIM_GE ? ">=" : "<=";
   *n_items = scatter ? nin : nout;
@@ -183,14 +284,7 @@ static kiln_status kcg_window_body(const kir_eqn *e, const kir_window_geom *g, k
   }
   /* operand element i: the windows that may read it, row-major */
   kcg_unflatten(b, "at", "IN", "i");
-  kcg_buf_add(b, "    long long lo_[R], n_[R], o[R], nw = 1;\n"
-                 "    for (int d = 0; d < R; d++) {\n"
-                 "      long long hi = at[d] + LO[d] >= 0 ? (at[d] + LO[d]) / STR[d] : -1;\n"
-                 "      long long first = at[d] + LO[d] - WIN[d] + 1;\n"
-                 "      first = first <= 0 ? 0 : (first + STR[d] - 1) / STR[d];\n"
-                 "      if (hi > OUT[d] - 1) hi = OUT[d] - 1;\n"
-                 "      lo_[d] = first; n_[d] = hi >= first ? hi - first + 1 : 0; nw *= n_[d];\n"
-                 "    }\n");
+  kcg_window_candidates(b);
   kcg_buf_addf(b, "    %s acc = 0;\n    long long self = i;\n", F);
   kcg_buf_add(b, "    for (long long c = 0; c < nw; c++) {\n"
                  "      long long rc = c, src = 0;\n"
