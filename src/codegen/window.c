@@ -3,9 +3,11 @@
  * constants. select_and_scatter_add is computed gather-wise (each operand
  * element sums the source of the windows that select it, in row-major
  * window order, as XLA's scatter adds them), so it needs no atomics and is
- * deterministic. Float dtypes only; f16/bf16 compute in f32, rounded after
- * every sum step as the reference executor. The CPU backend runs the C
- * form (backend/cpu/exec.c); the CUDA backend does not dispatch these yet. */
+ * deterministic; on the C target, windows that cannot overlap (max_pool
+ * 2x2/2) are instead walked once each, writing their selection (the same
+ * bits). Float dtypes only; f16/bf16 compute in f32, rounded after every
+ * sum step as the reference executor. Both executables run these for an
+ * OPAQUE group of one window op (codegen/lone.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
