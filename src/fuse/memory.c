@@ -175,8 +175,43 @@ static kiln_status kfuse_assign_slots(kfuse_mem *m) {
   return KILN_OK;
 }
 
+/* Whether output v may be written over invar `in` inside the LOOP group g
+ * that reads it (in place, as XLA's input_output_alias): no alias reads
+ * the invar, and every read of it in g is at the work item's own element
+ * (identity edges all the way to the items) by an equation that feeds v,
+ * so each item has loaded in[i] before it stores v[i] (emitters store an
+ * item's outputs after computing them; the reference runs equations in
+ * order). flag[] is per var scratch, left zeroed. */
+enum { KFUSE_AT_ITEM = 1, KFUSE_FEEDS_V = 2 };
+static bool kfuse_in_place(const kfuse_mem *m, const kfuse_group *g, kir_vid in, kir_vid v,
+                           uint8_t *flag) {
+  const kir_program *p = m->p;
+  if (g->kind != KFUSE_LOOP) return false;
+  for (int i = 0; i < p->n_eqns; i++)
+    if (m->group_of[i] < 0 && p->eqns[i].in[0] == in) return false;
+  for (int i = 0; i < g->n_eqns; i++) flag[p->eqns[g->eqns[i]].out[0]] = KFUSE_AT_ITEM;
+  flag[v] |= KFUSE_FEEDS_V;
+  bool ok = true;
+  for (int i = g->n_eqns - 1; i >= 0; i--) { /* consumers before producers */
+    const kir_eqn *e = &p->eqns[g->eqns[i]];
+    uint8_t out = flag[e->out[0]];
+    for (int k = 0; k < e->n_in; k++) {
+      kir_vid u = e->in[k];
+      bool same = (out & KFUSE_AT_ITEM) && kfuse_edge_identity(p, e, k);
+      if (u == in && (!same || !(out & KFUSE_FEEDS_V))) ok = false;
+      if (p->vars[u].kind != KIR_VAR_EQN || m->group_of[p->vars[u].eqn] != m->group_of[g->eqns[i]])
+        continue;
+      if (!same) flag[u] &= (uint8_t)~KFUSE_AT_ITEM;
+      if (out & KFUSE_FEEDS_V) flag[u] |= KFUSE_FEEDS_V;
+    }
+  }
+  for (int i = 0; i < g->n_eqns; i++) flag[p->eqns[g->eqns[i]].out[0]] = 0;
+  return ok;
+}
+
 /* Output k takes a donated invar's buffer when their types match, the invar
- * is no output itself and no group at or after output k's reads it. */
+ * is no output itself and no group after output k's reads it; the group
+ * writing output k only if it may write in place. */
 static kiln_status kfuse_donate(kfuse_mem *m, const bool *donated) {
   const kir_program *p = m->p;
   kfuse_plan *plan = m->plan;
@@ -184,9 +219,11 @@ static kiln_status kfuse_donate(kfuse_mem *m, const bool *donated) {
   if (!donated) return KILN_OK;
   bool *returned = calloc((size_t)p->n_vars + 1, sizeof *returned);
   bool *taken = calloc((size_t)p->n_invars + 1, sizeof *taken);
-  if (!returned || !taken) {
+  uint8_t *flag = calloc((size_t)p->n_vars + 1, sizeof *flag);
+  if (!returned || !taken || !flag) {
     free(returned);
     free(taken);
+    free(flag);
     return kfuse_oom();
   }
   for (int k = 0; k < p->n_outvars; k++) returned[p->outvars[k]] = true;
@@ -194,18 +231,22 @@ static kiln_status kfuse_donate(kfuse_mem *m, const bool *donated) {
     kir_vid v = p->outvars[k];
     if (plan->places[v].home != KFUSE_HOME_OUTPUT || plan->places[v].index != k) continue;
     int made = m->group_of[p->vars[v].eqn];
-    for (int j = 0; j < p->n_invars; j++) {
-      kir_vid in = p->invars[j];
-      if (!donated[j] || taken[j] || returned[in] || m->last_read[in] >= made ||
-          !kir_aval_typematch(kir_var_aval(p, in), kir_var_aval(p, v)))
-        continue;
-      plan->output_donor[k] = j;
-      taken[j] = true;
-      break;
-    }
+    for (int j = 0, pass = 0; pass < 2 && plan->output_donor[k] < 0; j = 0, pass++)
+      for (; j < p->n_invars; j++) { /* inputs dead before the group first */
+        kir_vid in = p->invars[j];
+        bool live = pass ? m->last_read[in] != made : m->last_read[in] >= made;
+        if (!donated[j] || taken[j] || returned[in] || live ||
+            !kir_aval_typematch(kir_var_aval(p, in), kir_var_aval(p, v)) ||
+            (pass && !kfuse_in_place(m, &plan->groups[made], in, v, flag)))
+          continue;
+        plan->output_donor[k] = j;
+        taken[j] = true;
+        break;
+      }
   }
   free(returned);
   free(taken);
+  free(flag);
   return KILN_OK;
 }
 
