@@ -359,17 +359,16 @@ bool Feeds(const kir_program *p, const Facts &f, int gi, kir_vid x, kir_vid to,
 }
 
 // An output written over the donated input its own group reads: a LOOP,
-// no alias of the input, and every read of it at the item's own element by
-// an equation feeding the output (each item loads before it stores).
+// and every read of it or of an alias of it there at the item's own
+// element by an equation feeding the output (each item loads, then stores).
 void CheckInPlace(const kir_program *p, const kfuse_plan *plan, const Facts &f, int gi,
                   kir_vid in, kir_vid out) {
   EXPECT_EQ(plan->groups[gi].kind, KFUSE_LOOP) << "in place outside a LOOP";
-  for (int e : f.readers[in]) {
-    EXPECT_GE(f.group_of[e], 0) << "in place over an input an alias reads";
+  for (int e : f.users[in]) {
     if (f.group_of[e] != gi) continue;
     const kir_eqn &q = p->eqns[e];
     for (int k = 0; k < q.n_in; k++)
-      if (q.in[k] == in) {
+      if (f.root[q.in[k]] == in) {
         EXPECT_TRUE(kfuse_edge_identity(p, &q, k)) << "equation " << e << " reads elsewhere";
       }
     std::map<kir_vid, bool> memo;
@@ -1192,16 +1191,32 @@ TEST(FuseInPlace, OtherReadsOfTheInputKeepItsBuffer) {
     EXPECT_EQ(plan->output_donor[0], -1);
     EXPECT_EQ(plan->output_donor[1], -1);
   }
-  {  // an alias of p is read by the loop
+  {  // an alias of p, also read by a dot, read through a transpose in the loop
     Builder b;
-    kir_vid p = b.In("f32[8,8]");
-    kir_vid r = b.Op("reshape", {p}, "new_sizes=(64,)");
-    kir_vid o = b.Op("sort", {r}, "dimension=0 is_stable=True num_keys=1");
-    b.Out({b.Op("add", {b.Op("reshape", {o}, "new_sizes=(8, 8)"), p})});
+    kir_vid p = b.In("f32[1,8,8]");
+    kir_vid s = b.Op("squeeze", {p}, "dimensions=(0,)");
+    kir_vid d = b.Op("dot_general", {s, s}, kMatmul);
+    kir_vid t = b.Op("transpose", {s}, "permutation=(1, 0)");
+    b.Out({b.Op("expand_dims", {b.Op("sub", {t, d})}, "dimensions=(0,)")});
     Plan plan = Build(b, Defaults(), donated);
     ASSERT_TRUE(plan);
     EXPECT_EQ(plan->output_donor[0], -1);
   }
+}
+
+// A pmapped update reads its parameter through a squeeze that a dot reads
+// too (an alias: the same bytes) and expands the result again: in place.
+TEST(FuseInPlace, AnAliasOfTheInputReadAtTheItemIsTheInput) {
+  Builder b;
+  kir_vid p = b.In("f32[1,8,8]");
+  kir_vid s = b.Op("squeeze", {p}, "dimensions=(0,)");
+  kir_vid d = b.Op("dot_general", {s, s}, kMatmul);
+  b.Out({b.Op("expand_dims", {b.Op("sub", {s, d})}, "dimensions=(0,)")});
+  bool donated[] = {true};
+  Plan plan = Build(b, Defaults(), donated);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->places[s].home, KFUSE_HOME_INPUT);  // an alias
+  EXPECT_EQ(plan->output_donor[0], 0);
 }
 
 TEST(FuseMemory, OutputsThatAreInputsOrLiterals) {
