@@ -331,6 +331,53 @@ void CheckSlots(const kir_program *p, const kfuse_plan *plan, const Facts &f) {
   EXPECT_EQ(plan->temp_bytes, sum);
 }
 
+// Value x of group gi: computed only at each work item's own element
+// (every read of it in the group an identity edge from such a value).
+bool AtItem(const kir_program *p, const Facts &f, int gi, kir_vid x,
+            std::map<kir_vid, bool> &memo) {
+  auto it = memo.find(x);
+  if (it != memo.end()) return it->second;
+  bool ok = true;
+  for (int e : f.readers[x]) {
+    if (f.group_of[e] != gi) continue;
+    const kir_eqn &q = p->eqns[e];
+    for (int k = 0; k < q.n_in; k++)
+      if (q.in[k] == x && !(kfuse_edge_identity(p, &q, k) && AtItem(p, f, gi, q.out[0], memo)))
+        ok = false;
+  }
+  return memo[x] = ok;
+}
+
+// Whether value x of group gi feeds `to` inside the group (or is it).
+bool Feeds(const kir_program *p, const Facts &f, int gi, kir_vid x, kir_vid to,
+           std::set<kir_vid> &seen) {
+  if (x == to) return true;
+  if (!seen.insert(x).second) return false;
+  for (int e : f.readers[x])
+    if (f.group_of[e] == gi && Feeds(p, f, gi, p->eqns[e].out[0], to, seen)) return true;
+  return false;
+}
+
+// An output written over the donated input its own group reads: a LOOP,
+// and every read of it or of an alias of it there at the item's own
+// element by an equation feeding the output (each item loads, then stores).
+void CheckInPlace(const kir_program *p, const kfuse_plan *plan, const Facts &f, int gi,
+                  kir_vid in, kir_vid out) {
+  EXPECT_EQ(plan->groups[gi].kind, KFUSE_LOOP) << "in place outside a LOOP";
+  for (int e : f.users[in]) {
+    if (f.group_of[e] != gi) continue;
+    const kir_eqn &q = p->eqns[e];
+    for (int k = 0; k < q.n_in; k++)
+      if (f.root[q.in[k]] == in) {
+        EXPECT_TRUE(kfuse_edge_identity(p, &q, k)) << "equation " << e << " reads elsewhere";
+      }
+    std::map<kir_vid, bool> memo;
+    std::set<kir_vid> seen;
+    EXPECT_TRUE(AtItem(p, f, gi, q.out[0], memo)) << "equation " << e << " off the item";
+    EXPECT_TRUE(Feeds(p, f, gi, q.out[0], out, seen)) << "equation " << e << " not feeding it";
+  }
+}
+
 void CheckDonors(const kir_program *p, const kfuse_plan *plan, const Facts &f,
                  const bool *donated) {
   ASSERT_EQ(plan->n_outputs, p->n_outvars);
@@ -345,7 +392,9 @@ void CheckDonors(const kir_program *p, const kfuse_plan *plan, const Facts &f,
     EXPECT_FALSE(f.outvar[in]);
     ASSERT_EQ(p->vars[out].kind, KIR_VAR_EQN);
     EXPECT_EQ(plan->places[out].index, k);
-    EXPECT_LT(LastRead(f, in, -1), f.group_of[p->vars[out].eqn]);
+    int made = f.group_of[p->vars[out].eqn];
+    EXPECT_LE(LastRead(f, in, -1), made);
+    if (LastRead(f, in, -1) == made) CheckInPlace(p, plan, f, made, in, out);
   }
 }
 
@@ -1062,12 +1111,112 @@ TEST(FuseMemory, DonatedInputsHoldOutputs) {
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->output_donor[0], 1);   // y: last read by the first sort, before o0's group
   EXPECT_EQ(plan->output_donor[1], 0);   // x: read by o0's group, before o1's
-  EXPECT_EQ(plan->output_donor[2], -1);  // z is read by the group writing o2
+  EXPECT_EQ(plan->output_donor[2], 2);   // z: read at each element by o2's loop, in place
   EXPECT_EQ(plan->output_donor[3], -1);  // an input returned as is
   bool none[] = {false, false, false, false};
   plan = Build(b, Defaults(), none);
   ASSERT_TRUE(plan);
   for (int k = 0; k < 4; k++) EXPECT_EQ(plan->output_donor[k], -1);
+}
+
+// An optimizer update (SGD's p - lr * g, Adam's moments) writes each
+// result over the donated input its own loop reads at the same element.
+TEST(FuseInPlace, OptimizerUpdatesWriteOverTheirDonatedInputs) {
+  Builder b;
+  kir_vid p = b.In("f32[4,8]"), g = b.In("f32[4,8]"), m = b.In("f32[4,8]"), v = b.In("f32[4,8]");
+  kir_vid m2 = b.Op("add", {b.Op("mul", {m, b.Lit(0.9)}), b.Op("mul", {g, b.Lit(0.1)})});
+  kir_vid g2 = b.Op("mul", {b.Op("mul", {g, g}), b.Lit(0.001)});
+  kir_vid v2 = b.Op("add", {b.Op("mul", {v, b.Lit(0.999)}), g2});
+  kir_vid step = b.Op("div", {m2, b.Op("add", {b.Op("sqrt", {v2}), b.Lit(1e-8)})});
+  kir_vid p2 = b.Op("sub", {p, b.Op("mul", {step, b.Lit(0.01)})});
+  b.Out({p2, m2, v2});
+  bool donated[] = {true, false, true, true};
+  Plan plan = Build(b, Defaults(), donated);
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->n_groups, 1);
+  EXPECT_EQ(plan->groups[0].kind, KFUSE_LOOP);
+  EXPECT_EQ(plan->output_donor[0], 0);  // p_new over p
+  EXPECT_EQ(plan->output_donor[1], 2);  // m_new over m
+  EXPECT_EQ(plan->output_donor[2], 3);  // v_new over v
+  bool none[] = {false, false, false, false};
+  plan = Build(b, Defaults(), none);
+  ASSERT_TRUE(plan);
+  for (int k = 0; k < 3; k++) EXPECT_EQ(plan->output_donor[k], -1);
+}
+
+// p_new = p + f(p) where f reads p at other elements, or a later group, an
+// alias or another output of the loop reads p: no output takes p.
+TEST(FuseInPlace, OtherReadsOfTheInputKeepItsBuffer) {
+  bool donated[] = {true};
+  auto donor = [&](kir_vid (*f)(Builder &, kir_vid)) {
+    Builder b;
+    kir_vid p = b.In("f32[8,8]");
+    b.Out({b.Op("sub", {p, f(b, p)})});
+    Plan plan = Build(b, Defaults(), donated);
+    return plan ? plan->output_donor[0] : -2;
+  };
+  EXPECT_EQ(donor([](Builder &b, kir_vid p) { return b.Op("mul", {p, b.Lit(2)}); }), 0);
+  EXPECT_EQ(donor([](Builder &b, kir_vid p) {
+              return b.Op("transpose", {p}, "permutation=(1, 0)");
+            }),
+            -1);
+  EXPECT_EQ(donor([](Builder &b, kir_vid p) {  // row 0 broadcast down the rows
+              kir_vid s = b.Op("slice", {p},
+                               "start_indices=(0, 0) limit_indices=(1, 8) strides=(1, 1)");
+              kir_vid r = b.Op("reshape", {s}, "new_sizes=(8,)");
+              return b.Op("broadcast_in_dim", {r}, "shape=(8, 8) broadcast_dimensions=(1,)");
+            }),
+            -1);
+  EXPECT_EQ(donor([](Builder &b, kir_vid p) {  // a ROW group: p minus its row max
+              return b.Op("broadcast_in_dim", {b.Op("reduce_max", {p}, kLast)},
+                          "shape=(8, 8) broadcast_dimensions=(0,)");
+            }),
+            -1);
+  {  // a later group reads p
+    Builder b;
+    kir_vid p = b.In("f32[8,8]");
+    kir_vid o = b.Op("neg", {p});
+    b.Out({o, b.Op("sort", {p}, "dimension=1 is_stable=True num_keys=1")});
+    Plan plan = Build(b, Defaults(), donated);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->output_donor[0], -1);
+  }
+  {  // two outputs of one loop read p: neither may store over it first
+    Builder b;
+    kir_vid p = b.In("f32[8,8]");
+    b.Out({b.Op("mul", {p, b.Lit(2)}), b.Op("add", {p, b.Lit(1)})});
+    Plan plan = Build(b, Defaults(), donated);
+    ASSERT_TRUE(plan);
+    ASSERT_EQ(plan->n_groups, 1);
+    EXPECT_EQ(plan->output_donor[0], -1);
+    EXPECT_EQ(plan->output_donor[1], -1);
+  }
+  {  // an alias of p, also read by a dot, read through a transpose in the loop
+    Builder b;
+    kir_vid p = b.In("f32[1,8,8]");
+    kir_vid s = b.Op("squeeze", {p}, "dimensions=(0,)");
+    kir_vid d = b.Op("dot_general", {s, s}, kMatmul);
+    kir_vid t = b.Op("transpose", {s}, "permutation=(1, 0)");
+    b.Out({b.Op("expand_dims", {b.Op("sub", {t, d})}, "dimensions=(0,)")});
+    Plan plan = Build(b, Defaults(), donated);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->output_donor[0], -1);
+  }
+}
+
+// A pmapped update reads its parameter through a squeeze that a dot reads
+// too (an alias: the same bytes) and expands the result again: in place.
+TEST(FuseInPlace, AnAliasOfTheInputReadAtTheItemIsTheInput) {
+  Builder b;
+  kir_vid p = b.In("f32[1,8,8]");
+  kir_vid s = b.Op("squeeze", {p}, "dimensions=(0,)");
+  kir_vid d = b.Op("dot_general", {s, s}, kMatmul);
+  b.Out({b.Op("expand_dims", {b.Op("sub", {s, d})}, "dimensions=(0,)")});
+  bool donated[] = {true};
+  Plan plan = Build(b, Defaults(), donated);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->places[s].home, KFUSE_HOME_INPUT);  // an alias
+  EXPECT_EQ(plan->output_donor[0], 0);
 }
 
 TEST(FuseMemory, OutputsThatAreInputsOrLiterals) {

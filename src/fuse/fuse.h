@@ -109,7 +109,14 @@
  * kernel never reads and writes the same slot. Donation: output_donor[k]
  * names a donated invar of the same dtype and shape whose buffer program
  * output k may take: the invar is not itself an output, is read by no group
- * at or after the one producing output k, and donates to one output only.
+ * after the one producing output k, and donates to one output only. If
+ * that group reads it (in place, XLA's input_output_alias: an optimizer
+ * update), the group is a LOOP, no alias reads the invar, and every read of
+ * it in the group is at the work item's own element (identity edges, see
+ * kfuse_edge_identity, from it to the items) by an equation that output k
+ * depends on: each item loads its element before storing output k's over
+ * it, in one pass and in the reference's equation order. Inputs dead before
+ * the group are preferred.
  * Aliases: a LOOP group of reshapes, squeezes and expand_dims only, with
  * one operand that is no constant or literal and one result that is no
  * program output, runs nothing: the group is dropped (its equations are in

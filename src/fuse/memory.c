@@ -175,38 +175,113 @@ static kiln_status kfuse_assign_slots(kfuse_mem *m) {
   return KILN_OK;
 }
 
+/* Donation's scratch: per var, returned (a program output) and the
+ * in-place marks; per invar, donated and taken. */
+enum { KFUSE_AT_ITEM = 1, KFUSE_FEEDS_V = 2, KFUSE_OF_IN = 4 };
+typedef struct kfuse_donation {
+  const bool *donated;
+  bool *returned, *taken;
+  uint8_t *flag; /* left zeroed between checks */
+} kfuse_donation;
+
+/* Marks invar `in` and its aliases (chains run forward), or clears them
+ * (backward, each alias before its operand). */
+static void kfuse_mark_in(const kfuse_mem *m, kir_vid in, uint8_t *flag, bool on) {
+  const kir_program *p = m->p;
+  if (on) flag[in] = KFUSE_OF_IN;
+  for (int n = p->n_eqns, j = 0; j < n; j++) {
+    int i = on ? j : n - 1 - j;
+    if (m->group_of[i] < 0 && (flag[p->eqns[i].in[0]] & KFUSE_OF_IN))
+      flag[p->eqns[i].out[0]] = on ? KFUSE_OF_IN : 0;
+  }
+  if (!on) flag[in] = 0;
+}
+
+/* Whether output v may be written over invar `in` inside the LOOP group g
+ * that reads it (in place, as XLA's input_output_alias): every read of it
+ * or of an alias of it (the same bytes, the same linear index) in g is at
+ * the work item's own element (identity edges all the way to the items) by
+ * an equation that feeds v, so each item has loaded in[i] before it stores
+ * v[i] (emitters store an item's outputs after computing them; the
+ * reference runs equations in order). */
+static bool kfuse_in_place(const kfuse_mem *m, const kfuse_group *g, kir_vid in, kir_vid v,
+                           uint8_t *flag) {
+  const kir_program *p = m->p;
+  if (g->kind != KFUSE_LOOP) return false;
+  kfuse_mark_in(m, in, flag, true);
+  for (int i = 0; i < g->n_eqns; i++) flag[p->eqns[g->eqns[i]].out[0]] = KFUSE_AT_ITEM;
+  flag[v] |= KFUSE_FEEDS_V;
+  bool ok = true;
+  for (int i = g->n_eqns - 1; i >= 0; i--) { /* consumers before producers */
+    const kir_eqn *e = &p->eqns[g->eqns[i]];
+    uint8_t out = flag[e->out[0]];
+    for (int k = 0; k < e->n_in; k++) {
+      kir_vid u = e->in[k];
+      bool same = (out & KFUSE_AT_ITEM) && kfuse_edge_identity(p, e, k);
+      if ((flag[u] & KFUSE_OF_IN) && (!same || !(out & KFUSE_FEEDS_V))) ok = false;
+      if (p->vars[u].kind != KIR_VAR_EQN || m->group_of[p->vars[u].eqn] != m->group_of[g->eqns[i]])
+        continue;
+      if (!same) flag[u] &= (uint8_t)~KFUSE_AT_ITEM;
+      if (out & KFUSE_FEEDS_V) flag[u] |= KFUSE_FEEDS_V;
+    }
+  }
+  for (int i = 0; i < g->n_eqns; i++) flag[p->eqns[g->eqns[i]].out[0]] = 0;
+  kfuse_mark_in(m, in, flag, false);
+  return ok;
+}
+
 /* Output k takes a donated invar's buffer when their types match, the invar
- * is no output itself and no group at or after output k's reads it. */
+ * is no output itself and no group after output k's reads it; on pass 1,
+ * the group writing output k may read it, in place. */
+static void kfuse_pick_donor(const kfuse_mem *m, kfuse_donation *d, int k, int pass) {
+  const kir_program *p = m->p;
+  kfuse_plan *plan = m->plan;
+  kir_vid v = p->outvars[k];
+  if (plan->output_donor[k] >= 0 || plan->places[v].home != KFUSE_HOME_OUTPUT ||
+      plan->places[v].index != k)
+    return;
+  int made = m->group_of[p->vars[v].eqn];
+  for (int j = 0; j < p->n_invars; j++) {
+    kir_vid in = p->invars[j];
+    bool live = pass ? m->last_read[in] != made : m->last_read[in] >= made;
+    if (!d->donated[j] || d->taken[j] || d->returned[in] || live ||
+        !kir_aval_typematch(kir_var_aval(p, in), kir_var_aval(p, v)) ||
+        (pass && !kfuse_in_place(m, &plan->groups[made], in, v, d->flag)))
+      continue;
+    plan->output_donor[k] = j;
+    d->taken[j] = true;
+    return;
+  }
+}
+
+/* Inputs dead before the group first; then in place, outputs in program
+ * order, so that a moment update takes its moment before the parameter
+ * update that reads the new moment could. */
 static kiln_status kfuse_donate(kfuse_mem *m, const bool *donated) {
   const kir_program *p = m->p;
   kfuse_plan *plan = m->plan;
   for (int k = 0; k < p->n_outvars; k++) plan->output_donor[k] = -1;
   if (!donated) return KILN_OK;
-  bool *returned = calloc((size_t)p->n_vars + 1, sizeof *returned);
-  bool *taken = calloc((size_t)p->n_invars + 1, sizeof *taken);
-  if (!returned || !taken) {
-    free(returned);
-    free(taken);
-    return kfuse_oom();
+  kfuse_donation d = {donated, calloc((size_t)p->n_vars + 1, sizeof *d.returned),
+                      calloc((size_t)p->n_invars + 1, sizeof *d.taken),
+                      calloc((size_t)p->n_vars + 1, sizeof *d.flag)};
+  kiln_status st = KILN_OK;
+  if (!d.returned || !d.taken || !d.flag) {
+    st = kfuse_oom();
+    goto done;
   }
-  for (int k = 0; k < p->n_outvars; k++) returned[p->outvars[k]] = true;
-  for (int k = 0; k < p->n_outvars; k++) {
-    kir_vid v = p->outvars[k];
-    if (plan->places[v].home != KFUSE_HOME_OUTPUT || plan->places[v].index != k) continue;
-    int made = m->group_of[p->vars[v].eqn];
-    for (int j = 0; j < p->n_invars; j++) {
-      kir_vid in = p->invars[j];
-      if (!donated[j] || taken[j] || returned[in] || m->last_read[in] >= made ||
-          !kir_aval_typematch(kir_var_aval(p, in), kir_var_aval(p, v)))
-        continue;
-      plan->output_donor[k] = j;
-      taken[j] = true;
-      break;
+  for (int k = 0; k < p->n_outvars; k++) d.returned[p->outvars[k]] = true;
+  for (int k = 0; k < p->n_outvars; k++) kfuse_pick_donor(m, &d, k, 0);
+  for (int i = 0; i < p->n_eqns; i++)
+    for (int o = 0; o < p->eqns[i].n_out; o++) {
+      kfuse_place pl = plan->places[p->eqns[i].out[o]];
+      if (pl.home == KFUSE_HOME_OUTPUT) kfuse_pick_donor(m, &d, pl.index, 1);
     }
-  }
-  free(returned);
-  free(taken);
-  return KILN_OK;
+done:
+  free(d.returned);
+  free(d.taken);
+  free(d.flag);
+  return st;
 }
 
 kiln_status kfuse_memory_plan(const kir_program *p, const bool *donated, kfuse_plan *plan) {

@@ -77,7 +77,7 @@ static void kfuse_put_group(kfuse_text *t, const kfuse_plan *plan, const kir_pro
   kfuse_printf(t, "\n");
 }
 
-/* Each slot's values, ascending, with their lives (producing group - last
+/* Each slot's values (not aliases), ascending, with their lives (producing group - last
  * reader). `group_of` maps equations to groups, `end` is scratch. */
 static void kfuse_put_slots(kfuse_text *t, const kfuse_plan *plan, const kir_program *p,
                             const int *group_of, int *end) {
@@ -90,6 +90,7 @@ static void kfuse_put_slots(kfuse_text *t, const kfuse_plan *plan, const kir_pro
     for (kir_vid v = 0; v < p->n_vars; v++) {
       if (plan->places[v].home != KFUSE_HOME_SLOT || plan->places[v].index != s) continue;
       int start = group_of[p->vars[v].eqn];
+      if (start < 0) continue; /* an alias, living as its operand does */
       kfuse_printf(t, " v%d g%d-g%d", v, start, end[v] > start ? end[v] : start);
     }
     kfuse_printf(t, "\n");
@@ -110,6 +111,7 @@ kiln_status kfuse_plan_print(const kfuse_plan *plan, const kir_program *p, char 
   int *end = malloc(((size_t)p->n_vars + 1) * sizeof *end);
   kfuse_text t = {malloc(1024), 0, 1024, false};
   t.oom = !group_of || !end || !t.buf;
+  for (int i = 0; !t.oom && i < p->n_eqns; i++) group_of[i] = -1; /* aliases: no group */
   for (int gi = 0; !t.oom && gi < plan->n_groups; gi++)
     for (int i = 0; i < plan->groups[gi].n_eqns; i++) group_of[plan->groups[gi].eqns[i]] = gi;
   kfuse_printf(&t, "plan: %d groups, %d slots, %zu temp bytes\n", plan->n_groups, plan->n_slots,
