@@ -2,11 +2,13 @@
 // in-place donation), through the public API: a momentum SGD step under
 // jit with its parameters and optimizer state donated gives the same
 // results on the fused C target, the unfused one and the reference, and on
-// the fused one its outputs take the donated buffers (no memory grows).
+// the fused one its outputs take the donated buffers (no memory grows) and
+// its kernel declares no argument restrict (they alias).
 // The inputs are chosen so that every step is exact in f32.
 #include <gtest/gtest.h>
 #include <vector>
 #include "kiln/jit.h"
+#include "jit_check.h"
 #include "kiln/kiln.h"
 #include "transform_test_util.h"
 
@@ -72,6 +74,13 @@ void RunStep(kiln_executor executor, bool expect_in_place) {
     EXPECT_TRUE(kiln_array_is_deleted(kiln_tree_leaf_array(kiln_tree_child(args, 2))));
     EXPECT_FALSE(kiln_array_is_deleted(kiln_tree_leaf_array(kiln_tree_child(args, 1))));
     kiln_tree_free(out);
+    kiln_tree_free(args);
+  }
+  if (expect_in_place) {  // the kernel's arguments alias: none is declared restrict
+    kiln_tree *args = Tuple({Filled(c.dev, 8.f, n), Filled(c.dev, 1.f, n), Filled(c.dev, 2.f, n)});
+    std::string text = JitText(j, args);
+    EXPECT_NE(text.find("= (const float *)args.ptr[0]"), std::string::npos) << text;
+    EXPECT_EQ(text.find("*KILN_RESTRICT "), std::string::npos) << text;
     kiln_tree_free(args);
   }
   kiln_jit_free(j);

@@ -55,14 +55,18 @@ void kcg_row_shape(const kcg_ctx *c, int *rank, int64_t *shape) {
   KCORE_ASSERT(!"a ROW group has a reduction");
 }
 
+/* The arguments as typed pointers: restrict, unless an output of the group
+ * is written over one of its inputs (in-place donation), where they alias
+ * (and CUDA must not read that input through the read-only cache). */
 void kcg_declare_args(kcg_ctx *c, kcg_buf *out) {
+  const char *restrict_kw = c->g->in_place ? "" : "KILN_RESTRICT ";
   for (int s = 0; s < c->g->n_in + c->g->n_out; s++) {
     if (!c->arg_used[s]) continue;
     bool in = s < c->g->n_in;
     kir_vid v = in ? c->g->in[s] : c->g->out[s - c->g->n_in];
     const char *t = kcg_stype(kir_var_aval(c->p, v)->dtype);
-    kcg_buf_addf(out, "  %s%s *KILN_RESTRICT %s = (%s%s *)args.ptr[%d];\n", in ? "const " : "", t,
-                 kcg_arg_name(c, s), in ? "const " : "", t, s);
+    kcg_buf_addf(out, "  %s%s *%s%s = (%s%s *)args.ptr[%d];\n", in ? "const " : "", t,
+                 restrict_kw, kcg_arg_name(c, s), in ? "const " : "", t, s);
   }
 }
 

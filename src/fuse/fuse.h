@@ -171,6 +171,9 @@ typedef struct kfuse_group {
   int64_t row_length;      /* REDUCE: elements per row; ROW: the row length L; else 0 */
   kfuse_epilogue epilogue; /* DOT only; NONE elsewhere */
   kir_vid bias;            /* DOT with an epilogue: the bias vector; else KIR_NO_VAR */
+  /* An output of the group takes the buffer of a donated input the group
+   * reads (in place, see Donation above): its kernel's arguments alias. */
+  bool in_place;
 } kfuse_group;
 
 /* Where a value lives at run time. */

@@ -250,6 +250,7 @@ static void kfuse_pick_donor(const kfuse_mem *m, kfuse_donation *d, int k, int p
       continue;
     plan->output_donor[k] = j;
     d->taken[j] = true;
+    plan->groups[made].in_place |= pass == 1;
     return;
   }
 }
