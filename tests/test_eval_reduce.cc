@@ -80,7 +80,7 @@ TEST(EvalReduce, ArgMinMaxKernelsOnTheCTargetMatchJax) {
     const eval_golden::Array &want = c.out[0];
     size_t nb = (size_t)kir_aval_size(&want.aval) * kiln_dtype_size(want.aval.dtype);
     ASSERT_EQ(got.size(), nb);
-    EXPECT_EQ(0, std::memcmp(got.data(), want.bytes.data(), nb));
+    EXPECT_TRUE(nb == 0 || std::memcmp(got.data(), want.bytes.data(), nb) == 0);
     if (n == 0) {  // the kernel ran, not the reference evaluator
       EXPECT_NE(text.find("void kiln_arg"), std::string::npos) << text;
     }
