@@ -17,6 +17,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
   ScopedEnv e("KILN_EXECUTOR", nullptr), m("KILN_MATMUL_PRECISION", nullptr);
   ScopedEnv b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
       d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
+  ScopedEnv nans("KILN_DEBUG_NANS", nullptr), to("KILN_COLLECTIVE_TIMEOUT", nullptr);
   kiln_options o;
   kiln_options_init(&o);
   o.backend = KILN_BACKEND_CPU;  // auto would try CUDA first: fine, but keep this test CPU-only
@@ -30,6 +31,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
   EXPECT_EQ(r->executor, KILN_EXECUTOR_FUSED);
   EXPECT_EQ(r->matmul_precision, KILN_MATMUL_HIGHEST);
   EXPECT_EQ(r->deterministic, KILN_DETERMINISM_OFF);
+  EXPECT_EQ(r->debug_nans, KILN_DEBUG_NANS_OFF);
+  EXPECT_EQ(r->collective_timeout_s, 300.0);
   EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
   EXPECT_EQ(r->dump_dir, nullptr);
   EXPECT_EQ(kiln_device_count(ctx), 1);
@@ -39,6 +42,7 @@ TEST(Config, DefaultsWithNoEnvironment) {
 TEST(Config, EnvironmentFillsDefaults) {
   ScopedEnv e("KILN_EXECUTOR", "unfused"), m("KILN_MATMUL_PRECISION", "TensorFloat32"),
       det("KILN_DETERMINISTIC", "on");
+  ScopedEnv nans("KILN_DEBUG_NANS", "ON"), to("KILN_COLLECTIVE_TIMEOUT", "2.5");
   ScopedEnv b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
@@ -52,6 +56,8 @@ TEST(Config, EnvironmentFillsDefaults) {
   EXPECT_EQ(r->executor, KILN_EXECUTOR_UNFUSED);
   EXPECT_EQ(r->matmul_precision, KILN_MATMUL_TENSORFLOAT32);
   EXPECT_EQ(r->deterministic, KILN_DETERMINISM_ON);
+  EXPECT_EQ(r->debug_nans, KILN_DEBUG_NANS_ON);
+  EXPECT_EQ(r->collective_timeout_s, 2.5);
   kiln_ctx_free(ctx);
 }
 
@@ -127,6 +133,27 @@ TEST(Config, BadExplicitOptions) {
     EXPECT_TRUE(Contains(kiln_last_error(), "KILN_DETERMINISTIC='maybe' is invalid (expected off or on)"))
         << kiln_last_error();
   }
+  for (const char *bad : {"abc", "0", "-1", "inf", "nan", "5s", "1e999"}) {
+    ScopedEnv t("KILN_COLLECTIVE_TIMEOUT", bad);
+    EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG) << bad;
+    EXPECT_TRUE(Contains(kiln_last_error(), "KILN_COLLECTIVE_TIMEOUT='")) << kiln_last_error();
+    EXPECT_TRUE(Contains(kiln_last_error(), "expected a finite number of seconds > 0"))
+        << kiln_last_error();
+  }
+  {
+    ScopedEnv bad("KILN_DEBUG_NANS", "1");
+    EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG);
+    EXPECT_TRUE(Contains(kiln_last_error(), "KILN_DEBUG_NANS='1' is invalid (expected off or on)"))
+        << kiln_last_error();
+  }
+  kiln_options_init(&o);
+  o.collective_timeout_s = -3;
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
+  EXPECT_TRUE(Contains(kiln_last_error(), "options.collective_timeout_s=-3 is invalid"))
+      << kiln_last_error();
+  kiln_options_init(&o);
+  o.debug_nans = static_cast<kiln_debug_nans>(3);
+  EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
   kiln_options_init(&o);
   o.cache_dir = "";
   EXPECT_EQ(kiln_ctx_new(&o, &ctx), KILN_ERR_CONFIG);
@@ -169,6 +196,7 @@ TEST(Config, NamesOfEnums) {
   EXPECT_STREQ(kiln_matmul_precision_name(KILN_MATMUL_TENSORFLOAT32), "tensorfloat32");
   EXPECT_STREQ(kiln_determinism_name(KILN_DETERMINISM_ON), "on");
   EXPECT_STREQ(kiln_determinism_name(static_cast<kiln_determinism>(5)), "invalid");
+  EXPECT_STREQ(kiln_debug_nans_name(KILN_DEBUG_NANS_ON), "on");
 }
 
 }  // namespace

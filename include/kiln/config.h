@@ -65,6 +65,17 @@ typedef enum kiln_determinism {
   KILN_DETERMINISM_ON = 2
 } kiln_determinism;
 
+/* Whether every jitted call checks its floating-point results for NaN and
+ * infinity (jax_debug_nans / jax_debug_infs together): on, the first
+ * primitive that makes one is found by running the program again unfused and
+ * the call fails with KILN_ERR_NONFINITE naming that equation. Costs a scan
+ * of every result, so off by default. */
+typedef enum kiln_debug_nans {
+  KILN_DEBUG_NANS_DEFAULT = 0, /* KILN_DEBUG_NANS, else off */
+  KILN_DEBUG_NANS_OFF = 1,
+  KILN_DEBUG_NANS_ON = 2
+} kiln_debug_nans;
+
 typedef struct kiln_options {
   kiln_backend backend;       /* KILN_BACKEND: auto | cpu | cuda */
   int num_cpu_devices;        /* KILN_NUM_CPU_DEVICES: 1..1024, default 1 */
@@ -76,6 +87,11 @@ typedef struct kiln_options {
   kiln_executor executor;     /* KILN_EXECUTOR: fused | unfused | reference */
   kiln_matmul_precision matmul_precision; /* KILN_MATMUL_PRECISION: highest | tensorfloat32 */
   kiln_determinism deterministic;         /* KILN_DETERMINISTIC: off | on */
+  kiln_debug_nans debug_nans;             /* KILN_DEBUG_NANS: off | on */
+  /* KILN_COLLECTIVE_TIMEOUT: seconds a collective waits for the other
+   * participants before it fails with KILN_ERR_COLLECTIVE; finite and > 0,
+   * 0 means the variable, else 300. */
+  double collective_timeout_s;
 } kiln_options;
 
 /* All fields zero: every setting from the environment or its default. */
@@ -86,6 +102,7 @@ const char *kiln_log_level_name(kiln_log_level l);
 const char *kiln_executor_name(kiln_executor e); /* "default", "fused", "unfused", "reference" */
 const char *kiln_matmul_precision_name(kiln_matmul_precision p); /* "default", "highest", ... */
 const char *kiln_determinism_name(kiln_determinism d);            /* "default", "off", "on" */
+const char *kiln_debug_nans_name(kiln_debug_nans d);              /* "default", "off", "on" */
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@ typedef enum kiln_status {
   KILN_ERR_OUT_OF_RANGE = 101,  /* an index (device, axis, leaf) out of range */
   KILN_ERR_TREE = 102,          /* pytree structure mismatch or misuse */
   KILN_ERR_CONFIG = 103,        /* an invalid option or KILN_* variable */
+  KILN_ERR_NONFINITE = 104,     /* a NaN or infinity where finite values are required */
 
   KILN_ERR_SHAPE = 200,         /* wrong rank, dimensions or element count */
   KILN_ERR_SIZE_OVERFLOW = 201, /* a byte count that does not fit in size_t */

@@ -1,5 +1,6 @@
 /* Options: explicit values over KILN_* variables over defaults, read once. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -16,6 +17,7 @@ static const char *const kcore_log_names[] = {"default", "off", "error", "warn",
 static const char *const kcore_executor_names[] = {"default", "fused", "unfused", "reference"};
 static const char *const kcore_precision_names[] = {"default", "highest", "tensorfloat32"};
 static const char *const kcore_determinism_names[] = {"default", "off", "on"};
+static const char *const kcore_debug_nans_names[] = {"default", "off", "on"};
 
 const char *kiln_backend_name(kiln_backend b) {
   return (unsigned)b < 4 ? kcore_backend_names[b] : "invalid";
@@ -35,6 +37,10 @@ const char *kiln_matmul_precision_name(kiln_matmul_precision p) {
 
 const char *kiln_determinism_name(kiln_determinism d) {
   return (unsigned)d < 3 ? kcore_determinism_names[d] : "invalid";
+}
+
+const char *kiln_debug_nans_name(kiln_debug_nans d) {
+  return (unsigned)d < 3 ? kcore_debug_nans_names[d] : "invalid";
 }
 
 /* An unset or empty variable yields NULL. */
@@ -74,6 +80,10 @@ static const kcore_enum_option kcore_precision_option = {
 static const kcore_enum_option kcore_determinism_option = {
     "deterministic", "kiln_determinism", "KILN_DETERMINISTIC", kcore_determinism_names, 3,
     KILN_DETERMINISM_OFF, "off or on"};
+
+static const kcore_enum_option kcore_debug_nans_option = {
+    "debug_nans", "kiln_debug_nans", "KILN_DEBUG_NANS", kcore_debug_nans_names, 3,
+    KILN_DEBUG_NANS_OFF, "off or on"};
 
 static kiln_status kcore_resolve_enum(const kcore_enum_option *o, int given, int *out) {
   if (given < 0 || given >= o->count)
@@ -118,6 +128,36 @@ static kiln_status kcore_resolve_devices(int given, int *out) {
   return KILN_OK;
 }
 
+/* Seconds: the explicit value (finite and > 0; 0 means unset), else the
+ * variable (a finite decimal > 0), else the default. */
+static kiln_status kcore_resolve_seconds(double given, const char *field, const char *var,
+                                         double fallback, double *out) {
+  if (given != 0) {
+    if (!isfinite(given) || given < 0)
+      return kcore_fail(KILN_ERR_CONFIG,
+                        "kiln_ctx_new: options.%s=%g is invalid (expected a finite number of "
+                        "seconds > 0, or 0 for %s)",
+                        field, given, var);
+    *out = given;
+    return KILN_OK;
+  }
+  const char *env = kcore_env(var);
+  if (!env) {
+    *out = fallback;
+    return KILN_OK;
+  }
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(env, &end);
+  if (errno || end == env || *end != '\0' || !isfinite(v) || v <= 0)
+    return kcore_fail(KILN_ERR_CONFIG,
+                      "kiln_ctx_new: %s='%s' is invalid (expected a finite number of seconds > 0; "
+                      "default %g)",
+                      var, env, fallback);
+  *out = v;
+  return KILN_OK;
+}
+
 /* The cache lives under $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln. */
 static char *kcore_default_cache_dir(void) {
   const char *base = kcore_env("XDG_CACHE_HOME");
@@ -157,7 +197,7 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   if (explicit_opts) in = *explicit_opts;
   memset(out, 0, sizeof *out);
   kiln_status st;
-  int backend = 0, log = 0, executor = 0, precision = 0, determinism = 0;
+  int backend = 0, log = 0, executor = 0, precision = 0, determinism = 0, debug_nans = 0;
   if ((st = kcore_resolve_enum(&kcore_backend_option, (int)in.backend, &backend)) ||
       (st = kcore_resolve_enum(&kcore_log_option, (int)in.log_level, &log)) ||
       (st = kcore_resolve_devices(in.num_cpu_devices, &out->opts.num_cpu_devices)) ||
@@ -165,6 +205,10 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
       (st = kcore_resolve_enum(&kcore_executor_option, (int)in.executor, &executor)) ||
       (st = kcore_resolve_enum(&kcore_precision_option, (int)in.matmul_precision, &precision)) ||
       (st = kcore_resolve_enum(&kcore_determinism_option, (int)in.deterministic, &determinism)) ||
+      (st = kcore_resolve_enum(&kcore_debug_nans_option, (int)in.debug_nans, &debug_nans)) ||
+      (st = kcore_resolve_seconds(in.collective_timeout_s, "collective_timeout_s",
+                                  "KILN_COLLECTIVE_TIMEOUT", KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S,
+                                  &out->opts.collective_timeout_s)) ||
       (st = kcore_resolve_dir(in.cache_dir, "KILN_CACHE_DIR", true, &out->cache_dir)) ||
       (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir))) {
     kcore_config_free(out);
@@ -175,6 +219,7 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   out->opts.executor = (kiln_executor)executor;
   out->opts.matmul_precision = (kiln_matmul_precision)precision;
   out->opts.deterministic = (kiln_determinism)determinism;
+  out->opts.debug_nans = (kiln_debug_nans)debug_nans;
   out->opts.cache_dir = out->cache_dir;
   out->opts.dump_dir = out->dump_dir;
   out->opts.cpu_device_memory = in.cpu_device_memory;

@@ -128,6 +128,8 @@ static inline uint16_t kcore_f32_to_bf16(float f) {
 }
 
 /* ---- configuration (read once, by kiln_ctx_new) ---- */
+#define KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S 300.0
+
 typedef struct kcore_config {
   kiln_options opts; /* every field resolved; strings point into the fields below */
   char *cache_dir;
