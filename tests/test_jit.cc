@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -640,6 +641,82 @@ TEST(Jit, DumpDirHoldsEveryCudaKernelWhenLoweringWithoutADevice) {
     nvrtcDestroyProgram(&prog);
   }
   kiln_lowered_free(l);
+  kiln_tree_free(x);
+  kiln_jit_free(j);
+  kiln_ctx_free(ctx);
+}
+
+// kiln_lowered_text takes "<backend>:<arch>" through the table of registered
+// backends: cuda:sm_90 gives what kiln_lowered_cuda_text(90) gives; a target
+// naming no backend or no architecture, or a backend that lowers only for its
+// own devices, is refused naming it.
+TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
+  kiln_ctx *ctx = nullptr;
+  kiln_options o;
+  kiln_options_init(&o);
+  o.backend = KILN_BACKEND_CPU;
+  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  Func f(ExpRowAndColumnSums, nullptr, "sums");
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
+  kiln_tree *x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
+  kiln_lowered *l = nullptr;
+  ASSERT_EQ(kiln_jit_lower(j, x, &l), KILN_OK) << kiln_last_error();
+  char *a = nullptr, *b = nullptr, *bad = nullptr;
+  ASSERT_EQ(kiln_lowered_text(l, "cuda:sm_90", &a), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_lowered_cuda_text(l, 90, &b), KILN_OK) << kiln_last_error();
+  EXPECT_STREQ(a, b);
+  EXPECT_EQ(kiln_lowered_text(l, "tpu:v5", &bad), KILN_ERR_ARGUMENT);
+  EXPECT_TRUE(Contains(kiln_last_error(), "target 'tpu:v5' names no registered backend"))
+      << kiln_last_error();
+  EXPECT_EQ(kiln_lowered_text(l, "cuda", &bad), KILN_ERR_ARGUMENT);
+  EXPECT_TRUE(Contains(kiln_last_error(), "names no architecture")) << kiln_last_error();
+  EXPECT_EQ(kiln_lowered_text(l, "cuda:sm_9x", &bad), KILN_ERR_ARGUMENT);
+  EXPECT_TRUE(Contains(kiln_last_error(), "sm_9x is not a CUDA architecture")) << kiln_last_error();
+  EXPECT_EQ(kiln_lowered_cuda_text(l, 20, &bad), KILN_ERR_ARGUMENT);
+  EXPECT_EQ(kiln_lowered_text(l, "cpu:x86_64", &bad), KILN_ERR_UNIMPLEMENTED);
+  EXPECT_TRUE(Contains(kiln_last_error(), "kiln_compiled_as_text")) << kiln_last_error();
+  EXPECT_EQ(bad, nullptr);
+  free(a);
+  free(b);
+  kiln_lowered_free(l);
+  kiln_tree_free(x);
+  kiln_jit_free(j);
+  kiln_ctx_free(ctx);
+}
+
+// With a dump directory, the pass pipeline writes the program before the
+// passes and after each one (<name>.<NN>.<pass>.txt, as XLA's pass dumps),
+// and the last of them is the program the executable was built from.
+TEST(Jit, DumpDirHoldsTheProgramAfterEveryPass) {
+  TempDir dump("pass-dump");
+  kiln_ctx *ctx = CpuCtxDumpingTo(dump.path());
+  ASSERT_NE(ctx, nullptr) << kiln_last_error();
+  kiln_device *dev = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  Func f(ExpRowAndColumnSums, nullptr, "sums");
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
+  kiln_tree *x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_jit_call(j, x, &out), KILN_OK) << kiln_last_error();
+  std::vector<std::string> names;
+  for (const auto &e : std::filesystem::directory_iterator(dump.path()))
+    if (e.path().filename().string().rfind("sums.", 0) == 0 && e.path().extension() == ".txt")
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string> want = {"sums.00.input.txt", "sums.01.dce.txt",
+                                         "sums.02.simplify.txt", "sums.03.cse.txt",
+                                         "sums.04.fold.txt", "sums.05.dce.txt",
+                                         "sums.06.inline_calls.txt", "sums.07.dce.txt"};
+  EXPECT_EQ(names, want);
+  std::string first = ReadFile(dump.path() + "/sums.00.input.txt");
+  std::string last = ReadFile(dump.path() + "/sums.07.dce.txt");
+  EXPECT_TRUE(Contains(first, "exp")) << first;
+  EXPECT_TRUE(Contains(last, "reduce_sum")) << last;
+  kiln_tree_free(out);
   kiln_tree_free(x);
   kiln_jit_free(j);
   kiln_ctx_free(ctx);

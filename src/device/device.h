@@ -65,7 +65,29 @@ typedef struct kdev_ops {
    * calls foreign_free(foreign) once the work queued so far on the device
    * is done, without waiting on the host. Without it the caller waits. */
   void (*release_foreign)(kiln_device *dev, kdev_buffer *buf);
+  /* Foreign streams (backends with KDEV_CAP_STREAMS; NULL elsewhere): how
+   * another framework's work on this device is ordered with kiln's, without
+   * a host wait. `stream` is the stream such work is handed over on (the
+   * device's compute stream); order_stream makes a foreign stream wait for
+   * buf's pending writes; mark_written records that buf is written by work
+   * queued on a foreign stream, so kiln's own streams wait for it. */
+  int64_t (*stream)(kiln_device *dev);
+  kiln_status (*order_stream)(kiln_device *dev, const kdev_buffer *buf, int64_t stream);
+  kiln_status (*mark_written)(kiln_device *dev, kdev_buffer *buf, int64_t stream);
 } kdev_ops;
+
+/* What a backend's devices can do: the levels above ask these, never the
+ * platform (only src/backend and core's configuration name one). */
+enum {
+  /* The host addresses device memory: executables run on host views
+   * (run_host), shard_map runs one thread per device with collectives over
+   * host memory, sharded copies go through memcpy. */
+  KDEV_CAP_HOST_MEMORY = 1u << 0,
+  /* Work is queued on streams: the foreign-stream ops are set. */
+  KDEV_CAP_STREAMS = 1u << 1,
+  /* Executables replay their launches as graphs from the second call. */
+  KDEV_CAP_GRAPHS = 1u << 2,
+};
 
 typedef struct kdev_backend kdev_backend;
 
@@ -164,6 +186,7 @@ struct kiln_device {
   kiln_ctx *ctx;          /* opaque here: the runtime's */
   kdev_backend *backend;  /* the backend that opened it */
   int index;
+  int ordinal; /* the platform's number for the device (a CUDA ordinal; 0 for host memory) */
   const kdev_ops *ops;
   void *impl; /* the backend's per-device state */
   kiln_device_info info;
@@ -174,12 +197,17 @@ struct kiln_device {
  * their ops and impl, state, close) and what the arrays of its devices count
  * on. The runtime keeps it inside the context. */
 struct kdev_backend {
-  kiln_backend kind; /* KILN_BACKEND_CPU or KILN_BACKEND_CUDA */
+  kiln_backend kind; /* which registered backend: for names in messages, never for decisions */
+  unsigned caps;     /* KDEV_CAP_* */
+  const char *device_kind; /* "CPU", "GPU": what a device is called in pictures of meshes */
+  /* Its memory in DLPack's words (DLDeviceType: 1 kDLCPU, 2 kDLCUDA): the
+   * one interchange standard that names kinds of device memory. */
+  int dlpack_device_type;
   int num_devices;
   kiln_device *devices;
   void *state;
   const kdev_exec_ops *exec;      /* NULL: the reference executor runs everything */
-  const kdev_coll_ops *coll;      /* NULL: collectives run on host memory (CPU) */
+  const kdev_coll_ops *coll;      /* NULL: collectives run on host memory (KDEV_CAP_HOST_MEMORY) */
   void (*close)(kdev_backend *b); /* frees the devices' impl, the devices and state */
   _Atomic int64_t live_arrays;
 };

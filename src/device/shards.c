@@ -267,7 +267,7 @@ static kiln_status kdev_gather_via_host(const kiln_array *src, kiln_array *dst,
 
 kiln_status kdev_gather(const kiln_array *src, kiln_array *dst, const kdev_block *dst_blk) {
   size_t elem = kiln_dtype_size(src->dtype);
-  bool host = dst->device->info.platform == KILN_BACKEND_CPU;
+  bool host = (dst->device->backend->caps & KDEV_CAP_HOST_MEMORY) != 0;
   int64_t total = 0;
   for (int64_t i = 0; i < kdev_piece_count(src); i++) {
     kdev_block blk;

@@ -161,10 +161,10 @@ static kiln_status layout(const void *opts, const kiln_func *f, const kiln_tree 
   kiln_status st = arrays && eff && text
                        ? leaf_shardings(opts, args, n, arrays, eff)
                        : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "jit: out of host memory");
-  /* jit(shard_map) and jit(pmap) on CPU devices run over the mesh and
+  /* jit(shard_map) and jit(pmap) on host-memory (CPU) devices run over the mesh and
    * return sharded results even for ordinary arguments (jit_shard_map.c). */
   bool spmd = f && (kdist_is_shard_map(f) || kdist_is_pmap(f)) &&
-              kiln_device_ctx(dev)->be.kind == KILN_BACKEND_CPU;
+              (kiln_device_ctx(dev)->be.caps & KDEV_CAP_HOST_MEMORY) != 0;
   bool any = opts != NULL || spmd;
   len = text ? (size_t)snprintf(text, cap, "%s%s", spmd ? "over its mesh, " : "",
                                 opts ? "with in/out shardings: " : "")

@@ -79,7 +79,7 @@ kiln_status kdist_smap_plan_new(const krt_program *p, const kiln_sharding *const
                                 kdist_smap_plan **out) {
   const kir_program *g = p->prog;
   *out = NULL;
-  if (p->ctx->be.kind != KILN_BACKEND_CPU || g->n_eqns != 1 || g->eqns[0].prim != KIR_PRIM_SHARD_MAP)
+  if (!(p->ctx->be.caps & KDEV_CAP_HOST_MEMORY) || g->n_eqns != 1 || g->eqns[0].prim != KIR_PRIM_SHARD_MAP)
     return KILN_OK;
   const kir_eqn *e = &g->eqns[0];
   bool lone = g->n_outvars == e->n_out;

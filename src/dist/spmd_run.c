@@ -524,7 +524,7 @@ kiln_status kdist_spmd_install(kiln_ctx *ctx) {
     spmd_state *s = calloc(1, sizeof *s);
     if (!s) {
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
-    } else if (ctx->be.kind != KILN_BACKEND_CPU &&
+    } else if (!(ctx->be.caps & KDEV_CAP_HOST_MEMORY) &&
                (st = !ctx->be.coll ? kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: the %s "
                                                 "backend runs no collectives",
                                                 kiln_backend_name(ctx->be.kind))

@@ -23,7 +23,7 @@ static void grid_add(grid *g, const kiln_sharding *s, int64_t i, int rank, const
   size_t n = strlen(label);
   if (n == 0)
     n = (size_t)snprintf(label, VIS_LABEL, "%s %d",
-                         kiln_ctx_backend(kiln_device_ctx(dev)) == KILN_BACKEND_CUDA ? "GPU" : "CPU",
+                         dev->backend->device_kind,
                          kiln_device_index(dev));
   else if (n + 16 < VIS_LABEL)
     n += (size_t)snprintf(label + n, VIS_LABEL - n, ",%d", kiln_device_index(dev));

@@ -61,9 +61,7 @@ static kiln_status kinterop_export_new(const char *op, kiln_array *a, int64_t st
     return kcore_fail(KILN_ERR_WRONG_DEVICE, "%s: array %s is sharded; export one shard "
                       "(kiln_array_shard)", op, t);
   }
-  kiln_device_info info;
-  kiln_status st = kiln_device_info_get(kiln_array_device(a), &info);
-  if (st) return st;
+  kiln_status st = KILN_OK;
   /* The consumer may use the memory as soon as it has the tensor: its
    * stream (the host on CPU) is ordered after the pending writes;
    * STREAM_NONE leaves ordering to the consumer. */
@@ -86,8 +84,8 @@ static kiln_status kinterop_export_new(const char *op, kiln_array *a, int64_t st
   e->array = a;
   DLTensor *dl = versioned ? &e->tensor.versioned.dl_tensor : &e->tensor.unversioned.dl_tensor;
   dl->data = (void *)kinterop_array_address(a);
-  dl->device.device_type = info.platform == KILN_BACKEND_CUDA ? kDLCUDA : kDLCPU;
-  dl->device.device_id = info.platform == KILN_BACKEND_CUDA ? info.index : 0;
+  dl->device.device_type = (DLDeviceType)kinterop_device_type(kiln_array_device(a));
+  dl->device.device_id = kinterop_device_ordinal(kiln_array_device(a));
   dl->ndim = rank;
   dl->dtype = kinterop_dl_dtype(kiln_array_dtype(a));
   dl->shape = e->shape;
@@ -173,14 +171,16 @@ static void kinterop_gather(const DLTensor *t, size_t esize, int64_t count, char
 }
 
 /* Whether kiln's device `dev` can use memory of the tensor's device as it
- * is: host memory for the CPU devices, the same GPU for a CUDA device. */
-static bool kinterop_same_memory(kiln_device *dev, const kiln_device_info *info,
-                                 const DLDevice *d) {
-  if (info->platform == KILN_BACKEND_CUDA)
-    return (d->device_type == kDLCUDA || d->device_type == kDLCUDAManaged) &&
-           d->device_id == kinterop_device_ordinal(dev);
-  return d->device_type == kDLCPU || d->device_type == kDLCUDAHost ||
-         d->device_type == kDLCUDAManaged;
+ * is: host memory (pinned and managed included) for devices whose memory
+ * the host addresses; otherwise memory of the device's own type and ordinal
+ * (managed memory included). */
+static bool kinterop_same_memory(kiln_device *dev, const DLDevice *d) {
+  if (kinterop_host_memory(dev))
+    return d->device_type == kDLCPU || d->device_type == kDLCUDAHost ||
+           d->device_type == kDLCUDAManaged;
+  return ((int)d->device_type == kinterop_device_type(dev) ||
+          d->device_type == kDLCUDAManaged) &&
+         d->device_id == kinterop_device_ordinal(dev);
 }
 
 /* Imports `t`. A compact, element-aligned tensor in memory dev uses directly
@@ -203,7 +203,7 @@ static kiln_status kinterop_import(const char *op, kiln_device *dev, const DLTen
   kiln_device_info info;
   kiln_status st = kiln_device_info_get(dev, &info);
   if (st) return st;
-  bool same = kinterop_same_memory(dev, &info, &t->device);
+  bool same = kinterop_same_memory(dev, &t->device);
   if (!same && dt != kDLCPU && dt != kDLCUDAHost && dt != kDLCUDAManaged)
     return kcore_fail(KILN_ERR_WRONG_DEVICE,
                       "%s: a tensor on %s (device %d) is neither in %s's memory nor readable "

@@ -351,6 +351,21 @@ int kir_dot_fold_transposes(const kir_program *p, kir_eqn *e);
  * it was. */
 kiln_status kir_inline_calls(kir_program *p, int *inlined);
 
+/* The pass pipeline (passes.c): DCE, simplify, CSE, constant folding (up to
+ * KIR_FOLD_MAX_BYTES per folded value), DCE and, for fusing executors,
+ * inlining of calls and DCE again; the program verified at the end (and
+ * after every pass in debug builds). With dump_dir set, the program is
+ * written before and after every pass as <dump_dir>/<name>.<NN>.<pass>.txt.
+ * A failing pass is named in the message. */
+#define KIR_FOLD_MAX_BYTES ((size_t)1 << 20)
+typedef struct kir_pass_opts {
+  bool fusing;          /* inline custom-rule and checkpoint calls */
+  const char *dump_dir; /* NULL: no dumps */
+  const char *name;     /* the dumps' file name stem */
+  kiln_log_level log_level;
+} kir_pass_opts;
+kiln_status kir_run_passes(kir_program *p, const kir_pass_opts *o);
+
 /* ---- evaluation hook (reference executor) and constant folding ----
  *
  * The reference executor evaluates one equation at a time on host buffers

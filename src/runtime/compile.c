@@ -1,12 +1,9 @@
-/* Compiling a traced program: the passes, then cost and memory analyses.
- * Until fused code generation exists the executable is the optimized
- * program, run by the reference executor. */
+/* Compiling a traced program: the pass pipeline (kir_run_passes), cost and
+ * memory analyses, then the backend's executable (or, where the backend
+ * declines, the optimized program for the reference executor). */
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/runtime.h"
-
-/* Results of at most this size are folded into the program as constants. */
-#define KRT_FOLD_MAX_BYTES (1u << 20)
 
 static double krt_elements(const kir_aval *a) { return (double)kir_aval_size(a); }
 
@@ -105,21 +102,20 @@ static void krt_memory(const kir_program *p, kiln_memory_analysis *m) {
   m->temp_bytes = krt_peak_temp_bytes(p);
 }
 
+kiln_status krt_run_passes(krt_program *p, bool fusing) {
+  const kiln_options *o = &p->ctx->config.opts;
+  kir_pass_opts po = {.fusing = fusing,
+                      .dump_dir = o->dump_dir,
+                      .name = p->f && p->f->name ? p->f->name : "program",
+                      .log_level = o->log_level};
+  return kir_run_passes(p->prog, &po);
+}
+
 static kiln_status krt_compile_unranged(krt_program *p, kiln_compiled *c, bool fuse) {
   memset(c, 0, sizeof *c);
-  kir_program *prog = p->prog;
-  int removed = 0, folded = 0;
-  kiln_status st = kir_dce(prog, &removed);
-  if (!st) st = kir_simplify(prog, &removed);
-  if (!st) st = kir_cse(prog, &removed);
-  if (!st) st = kir_fold(prog, kir_reference_evals(), KRT_FOLD_MAX_BYTES, &folded);
-  if (!st) st = kir_dce(prog, &removed);
   /* Calls (custom derivative rules, checkpoints) fuse once inlined; the
    * reference executor keeps them as written. */
-  int inlined = 0;
-  if (!st && fuse) st = kir_inline_calls(prog, &inlined);
-  if (!st && inlined) st = kir_dce(prog, &removed);
-  if (!st) st = kir_verify(prog);
+  kiln_status st = krt_run_passes(p, fuse);
   if (st) return kcore_fail_wrap(st, "compiling %s", p->f ? p->f->name : "program");
   c->p = *p;
   memset(p, 0, sizeof *p);

@@ -1,26 +1,6 @@
 /* Contexts: resolve the options, open a backend, hand out devices. */
 #include <stdlib.h>
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "runtime/runtime.h"
-
-/* auto: CUDA when it opens, else the CPU (the reason is logged at info). */
-static kiln_status krt_open_backend(kiln_ctx *ctx) {
-  switch (ctx->config.opts.backend) {
-    case KILN_BACKEND_CPU:
-      return kcpu_backend_open(&ctx->config, &ctx->be);
-    case KILN_BACKEND_CUDA:
-      return kcuda_backend_open(&ctx->config, &ctx->be);
-    default: {
-      kiln_status st = kcuda_backend_open(&ctx->config, &ctx->be);
-      if (st == KILN_OK) return st;
-      KRT_LOG(ctx, KILN_LOG_INFO, "backend auto: using the CPU, CUDA is unavailable: %s",
-              kiln_last_error());
-      kiln_clear_error();
-      return kcpu_backend_open(&ctx->config, &ctx->be);
-    }
-  }
-}
 
 kiln_status kiln_ctx_new(const kiln_options *opts, kiln_ctx **out) {
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_ctx_new: out is NULL");

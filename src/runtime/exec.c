@@ -47,7 +47,7 @@ done:
 }
 
 static bool krt_host_addressable(const kiln_device *dev) {
-  return dev->info.platform == KILN_BACKEND_CPU;
+  return (dev->backend->caps & KDEV_CAP_HOST_MEMORY) != 0;
 }
 
 /* Per-call state: host views of inputs and outputs, the output arrays and

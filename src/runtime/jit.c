@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/cuda/cuda_backend.h"
 #include "runtime/runtime.h"
 #include "tree/tree.h"
 
@@ -370,27 +369,25 @@ kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out) {
   return KILN_OK;
 }
 
+kiln_status kiln_lowered_text(kiln_lowered *l, const char *target, char **text) {
+  static const char op[] = "kiln_lowered_text";
+  if (!l || !target || !text) return kcore_fail(KILN_ERR_ARGUMENT, "%s: NULL argument", op);
+  *text = NULL;
+  if (!l->p.prog)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s: this lowering was compiled already", op);
+  kiln_status st = krt_lower_text(&l->p, target, text);
+  return st ? kcore_fail_wrap(st, "%s", op) : KILN_OK;
+}
+
 kiln_status kiln_lowered_cuda_text(kiln_lowered *l, int sm, char **text) {
   static const char op[] = "kiln_lowered_cuda_text";
   if (!l || !text) return kcore_fail(KILN_ERR_ARGUMENT, "%s: NULL argument", op);
   *text = NULL;
   if (!l->p.prog)
     return kcore_fail(KILN_ERR_ARGUMENT, "%s: this lowering was compiled already", op);
-  if (sm < 50 || sm > 200)
-    return kcore_fail(KILN_ERR_ARGUMENT, "%s: sm_%d is not a CUDA architecture kiln targets", op,
-                      sm);
-  /* The passes compile would run (they are idempotent). */
-  int n = 0;
-  kiln_status st = kir_dce(l->p.prog, &n);
-  if (!st) st = kir_simplify(l->p.prog, &n);
-  if (!st) st = kir_cse(l->p.prog, &n);
-  if (!st) st = kir_fold(l->p.prog, kir_reference_evals(), 1u << 20, &n);
-  if (!st) st = kir_dce(l->p.prog, &n);
-  if (!st) st = kir_inline_calls(l->p.prog, &n);
-  if (!st) st = kir_dce(l->p.prog, &n);
-  kcache *cache = NULL;
-  if (!st) st = krt_ctx_kcache(l->p.ctx, &cache);
-  if (!st) st = kcuda_lowered_text(&l->p.ctx->config, cache, l->p.prog, l->p.donated, sm, text);
+  char target[32];
+  snprintf(target, sizeof target, "cuda:sm_%d", sm);
+  kiln_status st = krt_lower_text(&l->p, target, text);
   return st ? kcore_fail_wrap(st, "%s", op) : KILN_OK;
 }
 

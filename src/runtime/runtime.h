@@ -112,6 +112,27 @@ void krt_program_free(krt_program *p);
 /* Runs the passes and the analyses, then (with `fuse`) plans and compiles
  * fused kernels for the device: p's program moves into c. */
 kiln_status krt_compile(krt_program *p, kiln_compiled *c, bool fuse);
+/* The IR pass pipeline over p->prog (kir_run_passes) with the context's dump
+ * directory; `fusing` inlines calls (what a fusing executor compiles). */
+kiln_status krt_run_passes(krt_program *p, bool fusing);
+
+/* ---- the registered backends (backends.c) ---- */
+typedef struct krt_backend_entry {
+  const char *name; /* as targets and messages spell it: "cuda", "cpu" */
+  kiln_backend kind;
+  kiln_status (*open)(const kcore_config *config, kdev_backend *b);
+  /* Lowering text for an architecture of the backend's ("sm_90"), with no
+   * device present: the plan and every kernel source. NULL: none. */
+  kiln_status (*lower_text)(const kcore_config *config, kcache *cache, const kir_program *p,
+                            const bool *donated, const char *arch, char **text);
+} krt_backend_entry;
+/* The entry named name[0..len) (NULL: none). */
+const krt_backend_entry *krt_backend_find(const char *name, size_t len);
+/* Opens the backend the options ask for (auto: the first that opens). */
+kiln_status krt_open_backend(kiln_ctx *ctx);
+/* kiln_lowered_text: runs the passes on p's program and lowers it for
+ * "<backend>:<arch>". */
+kiln_status krt_lower_text(krt_program *p, const char *target, char **text);
 /* Runs c on args (n_in arrays matching its signature); outs gets n_out new
  * arrays. Donated inputs are deleted afterwards, their memory reused for
  * outputs of the same byte size. */

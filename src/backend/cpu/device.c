@@ -246,6 +246,9 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   b->devices = devs;
   b->num_devices = n;
   b->kind = KILN_BACKEND_CPU;
+  b->caps = KDEV_CAP_HOST_MEMORY;
+  b->device_kind = "CPU";
+  b->dlpack_device_type = 1; /* kDLCPU */
   b->close = kcpu_backend_close;
   b->exec = &kcpu_exec_ops;
   kcpu_state *state = NULL;

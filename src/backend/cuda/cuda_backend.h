@@ -30,11 +30,12 @@ kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b);
  * Fused CUDA kernels, cuBLASLt matmuls and host steps, run on device arrays
  * (the interface's `run`): see exec_call.c for the contract. */
 extern const kdev_exec_ops kcuda_exec_ops;
-/* Plans p and emits every fused kernel as CUDA C for sm_<sm>, each compiled
- * by NVRTC to a cubin through `cache` (no device needed): the plan and the
- * sources (malloc'ed). */
+/* Plans p and emits every fused kernel as CUDA C for `arch` ("sm_90"),
+ * each compiled by NVRTC to a cubin through `cache` (no device needed): the
+ * plan and the sources (malloc'ed). An architecture kiln does not target is
+ * KILN_ERR_ARGUMENT. */
 kiln_status kcuda_lowered_text(const kcore_config *config, kcache *cache, const kir_program *p,
-                               const bool *donated, int sm, char **text);
+                               const bool *donated, const char *arch, char **text);
 /* ==== end of executables ==== */
 
 /* The oldest driver kiln runs on: one that supports the toolkit kiln is

@@ -173,6 +173,30 @@ out:
   return st;
 }
 
+/* Foreign streams (DLPack's stream handshake). */
+static int64_t kcuda_stream(kiln_device *dev) {
+  return (int64_t)(uintptr_t)kcuda_impl(dev)->compute;
+}
+
+static kiln_status kcuda_order_stream(kiln_device *dev, const kdev_buffer *buf, int64_t stream) {
+  if (buf->nbytes == 0) return KILN_OK;
+  kcuda_device *d = kcuda_impl(dev);
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  st = kcuda_after_ready(d, (CUstream)(uintptr_t)stream, buf);
+  kcuda_leave(d);
+  return st;
+}
+
+static kiln_status kcuda_mark_written(kiln_device *dev, kdev_buffer *buf, int64_t stream) {
+  kcuda_device *d = kcuda_impl(dev);
+  kiln_status st = kcuda_enter(d);
+  if (st) return st;
+  st = kcuda_mark_ready(d, buf, (CUstream)(uintptr_t)stream);
+  kcuda_leave(d);
+  return st;
+}
+
 static const kdev_ops kcuda_ops = {
     .alloc = kcuda_alloc,
     .release = kcuda_release,
@@ -182,6 +206,9 @@ static const kdev_ops kcuda_ops = {
     .copy = kcuda_copy,
     .synchronize = kcuda_synchronize,
     .release_foreign = kcuda_release_foreign,
+    .stream = kcuda_stream,
+    .order_stream = kcuda_order_stream,
+    .mark_written = kcuda_mark_written,
 };
 
 kiln_status kcuda_pool_usage(kiln_device *dev, uint64_t *reserved, uint64_t *used) {
@@ -391,6 +418,7 @@ static kiln_status kcuda_open_devices(kcuda_state *s, kiln_log_level log_level, 
     s->num_devices = i + 1;
     devs[i].impl = &s->devices[i];
     devs[i].ops = &kcuda_ops;
+    devs[i].ordinal = s->devices[i].ordinal;
     devs[i].info.index = i;
   }
   return KILN_OK;
@@ -420,6 +448,9 @@ kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b) {
   if ((st = kcuda_open_devices(s, config->opts.log_level, devs, count))) goto fail;
   kcuda_enable_peers(s);
   b->kind = KILN_BACKEND_CUDA;
+  b->caps = KDEV_CAP_STREAMS | KDEV_CAP_GRAPHS;
+  b->device_kind = "GPU";
+  b->dlpack_device_type = 2; /* kDLCUDA */
   b->devices = devs;
   b->num_devices = count;
   b->state = s;

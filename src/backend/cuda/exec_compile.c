@@ -161,7 +161,12 @@ static kiln_status kcuda_x_lower_group(const kcore_config *config, kcache *cache
 }
 
 kiln_status kcuda_lowered_text(const kcore_config *config, kcache *cache, const kir_program *p,
-                               const bool *donated, int sm, char **text) {
+                               const bool *donated, const char *arch, char **text) {
+  char *end = NULL;
+  long sm = strncmp(arch, "sm_", 3) == 0 ? strtol(arch + 3, &end, 10) : 0;
+  if (!end || *end || sm < 50 || sm > 200)
+    return kcore_fail(KILN_ERR_ARGUMENT, "%s is not a CUDA architecture kiln targets (sm_50 to "
+                      "sm_200)", arch);
   kfuse_plan *plan = NULL;
   char *plan_text = NULL;
   kcg_buf buf = {0};
@@ -169,7 +174,7 @@ kiln_status kcuda_lowered_text(const kcore_config *config, kcache *cache, const 
   if (!st) st = kfuse_plan_print(plan, p, &plan_text);
   if (!st) kcg_buf_add(&buf, plan_text);
   for (int i = 0; !st && plan && i < plan->n_groups; i++)
-    st = kcuda_x_lower_group(config, cache, p, &plan->groups[i], i, sm, &buf);
+    st = kcuda_x_lower_group(config, cache, p, &plan->groups[i], i, (int)sm, &buf);
   if (!st && buf.oom) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "as_text: out of host memory");
   if (!st) {
     *text = buf.s;
