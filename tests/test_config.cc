@@ -17,7 +17,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
   ScopedEnv e("KILN_EXECUTOR", nullptr), m("KILN_MATMUL_PRECISION", nullptr);
   ScopedEnv b("KILN_BACKEND", nullptr), n("KILN_NUM_CPU_DEVICES", nullptr), l("KILN_LOG", nullptr),
       d("KILN_DUMP_DIR", nullptr), c("KILN_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/tmp/xdg");
-  ScopedEnv nans("KILN_DEBUG_NANS", nullptr), to("KILN_COLLECTIVE_TIMEOUT", nullptr);
+  ScopedEnv nans("KILN_DEBUG_NANS", nullptr), to("KILN_COLLECTIVE_TIMEOUT", nullptr),
+      bucket("KILN_COLLECTIVE_BUCKET_BYTES", nullptr), nccl("KILN_NCCL_LIBRARY", nullptr);
   kiln_options o;
   kiln_options_init(&o);
   o.backend = KILN_BACKEND_CPU;  // auto would try CUDA first: fine, but keep this test CPU-only
@@ -33,6 +34,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
   EXPECT_EQ(r->deterministic, KILN_DETERMINISM_OFF);
   EXPECT_EQ(r->debug_nans, KILN_DEBUG_NANS_OFF);
   EXPECT_EQ(r->collective_timeout_s, 300.0);
+  EXPECT_EQ(r->collective_bucket_bytes, 32u << 20);
+  EXPECT_EQ(r->nccl_library, nullptr);
   EXPECT_STREQ(r->cache_dir, "/tmp/xdg/kiln");
   EXPECT_EQ(r->dump_dir, nullptr);
   EXPECT_EQ(kiln_device_count(ctx), 1);
@@ -42,7 +45,8 @@ TEST(Config, DefaultsWithNoEnvironment) {
 TEST(Config, EnvironmentFillsDefaults) {
   ScopedEnv e("KILN_EXECUTOR", "unfused"), m("KILN_MATMUL_PRECISION", "TensorFloat32"),
       det("KILN_DETERMINISTIC", "on");
-  ScopedEnv nans("KILN_DEBUG_NANS", "ON"), to("KILN_COLLECTIVE_TIMEOUT", "2.5");
+  ScopedEnv nans("KILN_DEBUG_NANS", "ON"), to("KILN_COLLECTIVE_TIMEOUT", "2.5"),
+      bucket("KILN_COLLECTIVE_BUCKET_BYTES", "1048576"), nccl("KILN_NCCL_LIBRARY", "/opt/nccl.so");
   ScopedEnv b("KILN_BACKEND", "cpu"), n("KILN_NUM_CPU_DEVICES", "4"), l("KILN_LOG", "error"),
       d("KILN_DUMP_DIR", "/tmp/kiln-dump"), c("KILN_CACHE_DIR", "/tmp/kiln-cache");
   kiln_ctx *ctx = nullptr;
@@ -58,6 +62,8 @@ TEST(Config, EnvironmentFillsDefaults) {
   EXPECT_EQ(r->deterministic, KILN_DETERMINISM_ON);
   EXPECT_EQ(r->debug_nans, KILN_DEBUG_NANS_ON);
   EXPECT_EQ(r->collective_timeout_s, 2.5);
+  EXPECT_EQ(r->collective_bucket_bytes, 1u << 20);
+  EXPECT_STREQ(r->nccl_library, "/opt/nccl.so");
   kiln_ctx_free(ctx);
 }
 
@@ -139,6 +145,11 @@ TEST(Config, BadExplicitOptions) {
     EXPECT_TRUE(Contains(kiln_last_error(), "KILN_COLLECTIVE_TIMEOUT='")) << kiln_last_error();
     EXPECT_TRUE(Contains(kiln_last_error(), "expected a finite number of seconds > 0"))
         << kiln_last_error();
+  }
+  for (const char *bad : {"0", "-5", "32MiB", "99999999999999999999999"}) {
+    ScopedEnv b("KILN_COLLECTIVE_BUCKET_BYTES", bad);
+    EXPECT_EQ(kiln_ctx_new(nullptr, &ctx), KILN_ERR_CONFIG) << bad;
+    EXPECT_TRUE(Contains(kiln_last_error(), "expected a number of bytes > 0")) << kiln_last_error();
   }
   {
     ScopedEnv bad("KILN_DEBUG_NANS", "1");

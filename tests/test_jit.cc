@@ -595,6 +595,35 @@ kiln_tree *ExpRowAndColumnSums(kiln_trace *t, const kiln_tree *a, void *) {
   return Tuple({kiln_tree_val(e), kiln_tree_val(r), kiln_tree_val(c)});
 }
 
+// ExpRowAndColumnSums jitted on a CPU context (dumping to `dump` unless it
+// is empty) with a [3, 5] argument: what the lowering tests below share.
+struct SumsJit {
+  kiln_ctx *ctx = nullptr;
+  kiln_jit *j = nullptr;
+  kiln_tree *x = nullptr;
+  Func f{ExpRowAndColumnSums, nullptr, "sums"};
+  explicit SumsJit(const std::string &dump) {
+    kiln_options o;
+    kiln_options_init(&o);
+    o.backend = KILN_BACKEND_CPU;
+    if (!dump.empty()) o.dump_dir = dump.c_str();
+    kiln_device *dev = nullptr;
+    if (kiln_ctx_new(&o, &ctx) || kiln_device_get(ctx, 0, &dev) ||
+        kiln_jit_new(ctx, f.f, nullptr, &j))
+      return;
+    x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
+  }
+  ~SumsJit() {
+    kiln_tree_free(x);
+    kiln_jit_free(j);
+    kiln_ctx_free(ctx);
+  }
+  kiln_lowered *Lower() {
+    kiln_lowered *l = nullptr;
+    return x && kiln_jit_lower(j, x, &l) == KILN_OK ? l : nullptr;
+  }
+};
+
 // Lowering for a chosen sm_XY on a machine without a GPU puts every CUDA
 // kernel of the plan into KILN_DUMP_DIR as its own .cu file, the very source
 // of the plan text, which NVRTC compiles alone (the prelude is in it).
@@ -651,19 +680,9 @@ TEST(Jit, DumpDirHoldsEveryCudaKernelWhenLoweringWithoutADevice) {
 // naming no backend or no architecture, or a backend that lowers only for its
 // own devices, is refused naming it.
 TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
-  kiln_ctx *ctx = nullptr;
-  kiln_options o;
-  kiln_options_init(&o);
-  o.backend = KILN_BACKEND_CPU;
-  ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
-  kiln_device *dev = nullptr;
-  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-  Func f(ExpRowAndColumnSums, nullptr, "sums");
-  kiln_jit *j = nullptr;
-  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
-  kiln_tree *x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
-  kiln_lowered *l = nullptr;
-  ASSERT_EQ(kiln_jit_lower(j, x, &l), KILN_OK) << kiln_last_error();
+  SumsJit s("");
+  kiln_lowered *l = s.Lower();
+  ASSERT_NE(l, nullptr) << kiln_last_error();
   char *a = nullptr, *b = nullptr, *bad = nullptr;
   ASSERT_EQ(kiln_lowered_text(l, "cuda:sm_90", &a), KILN_OK) << kiln_last_error();
   ASSERT_EQ(kiln_lowered_cuda_text(l, 90, &b), KILN_OK) << kiln_last_error();
@@ -682,9 +701,6 @@ TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
   free(a);
   free(b);
   kiln_lowered_free(l);
-  kiln_tree_free(x);
-  kiln_jit_free(j);
-  kiln_ctx_free(ctx);
 }
 
 // With a dump directory, the pass pipeline writes the program before the
@@ -692,16 +708,10 @@ TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
 // and the last of them is the program the executable was built from.
 TEST(Jit, DumpDirHoldsTheProgramAfterEveryPass) {
   TempDir dump("pass-dump");
-  kiln_ctx *ctx = CpuCtxDumpingTo(dump.path());
-  ASSERT_NE(ctx, nullptr) << kiln_last_error();
-  kiln_device *dev = nullptr;
-  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
-  Func f(ExpRowAndColumnSums, nullptr, "sums");
-  kiln_jit *j = nullptr;
-  ASSERT_EQ(kiln_jit_new(ctx, f.f, nullptr, &j), KILN_OK);
-  kiln_tree *x = Leaf<float>(dev, KILN_F32, {3, 5}, std::vector<float>(15, 0.5f));
+  SumsJit s(dump.path());
+  ASSERT_NE(s.x, nullptr) << kiln_last_error();
   kiln_tree *out = nullptr;
-  ASSERT_EQ(kiln_jit_call(j, x, &out), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_jit_call(s.j, s.x, &out), KILN_OK) << kiln_last_error();
   std::vector<std::string> names;
   for (const auto &e : std::filesystem::directory_iterator(dump.path()))
     if (e.path().filename().string().rfind("sums.", 0) == 0 && e.path().extension() == ".txt")
@@ -717,9 +727,6 @@ TEST(Jit, DumpDirHoldsTheProgramAfterEveryPass) {
   EXPECT_TRUE(Contains(first, "exp")) << first;
   EXPECT_TRUE(Contains(last, "reduce_sum")) << last;
   kiln_tree_free(out);
-  kiln_tree_free(x);
-  kiln_jit_free(j);
-  kiln_ctx_free(ctx);
 }
 
 TEST(Jit, StagesLowerCompileAnalyseAndCall) {

@@ -92,6 +92,14 @@ typedef struct kiln_options {
    * participants before it fails with KILN_ERR_COLLECTIVE; finite and > 0,
    * 0 means the variable, else 300. */
   double collective_timeout_s;
+  /* KILN_COLLECTIVE_BUCKET_BYTES: on CUDA meshes a pytree's psum packs its
+   * leaves into buckets of about this many bytes, one NCCL call each; an
+   * integer > 0, 0 means the variable, else 32 MiB. */
+  uint64_t collective_bucket_bytes;
+  /* KILN_NCCL_LIBRARY: the NCCL to load for CUDA meshes (a path: another
+   * NCCL build, or a stand-in); NULL means the variable, else the process's
+   * libnccl.so.2. */
+  const char *nccl_library;
 } kiln_options;
 
 /* All fields zero: every setting from the environment or its default. */

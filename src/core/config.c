@@ -158,6 +158,31 @@ static kiln_status kcore_resolve_seconds(double given, const char *field, const 
   return KILN_OK;
 }
 
+/* A byte count: the explicit value (> 0; 0 means unset), else the variable
+ * (a decimal integer > 0), else the default. */
+static kiln_status kcore_resolve_bytes(uint64_t given, const char *var, uint64_t fallback,
+                                       uint64_t *out) {
+  if (given) {
+    *out = given;
+    return KILN_OK;
+  }
+  const char *env = kcore_env(var);
+  if (!env) {
+    *out = fallback;
+    return KILN_OK;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (errno || end == env || *end != '\0' || v == 0 || env[0] == '-')
+    return kcore_fail(KILN_ERR_CONFIG,
+                      "kiln_ctx_new: %s='%s' is invalid (expected a number of bytes > 0; "
+                      "default %llu)",
+                      var, env, (unsigned long long)fallback);
+  *out = (uint64_t)v;
+  return KILN_OK;
+}
+
 /* The cache lives under $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln. */
 static char *kcore_default_cache_dir(void) {
   const char *base = kcore_env("XDG_CACHE_HOME");
@@ -210,7 +235,11 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
                                   "KILN_COLLECTIVE_TIMEOUT", KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S,
                                   &out->opts.collective_timeout_s)) ||
       (st = kcore_resolve_dir(in.cache_dir, "KILN_CACHE_DIR", true, &out->cache_dir)) ||
-      (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir))) {
+      (st = kcore_resolve_dir(in.dump_dir, "KILN_DUMP_DIR", false, &out->dump_dir)) ||
+      (st = kcore_resolve_dir(in.nccl_library, "KILN_NCCL_LIBRARY", false, &out->nccl_library)) ||
+      (st = kcore_resolve_bytes(in.collective_bucket_bytes, "KILN_COLLECTIVE_BUCKET_BYTES",
+                                KCORE_DEFAULT_COLLECTIVE_BUCKET_BYTES,
+                                &out->opts.collective_bucket_bytes))) {
     kcore_config_free(out);
     return st;
   }
@@ -222,6 +251,7 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
   out->opts.debug_nans = (kiln_debug_nans)debug_nans;
   out->opts.cache_dir = out->cache_dir;
   out->opts.dump_dir = out->dump_dir;
+  out->opts.nccl_library = out->nccl_library;
   out->opts.cpu_device_memory = in.cpu_device_memory;
   return KILN_OK;
 }
@@ -229,5 +259,6 @@ kiln_status kcore_config_resolve(const kiln_options *explicit_opts, kcore_config
 void kcore_config_free(kcore_config *c) {
   free(c->cache_dir);
   free(c->dump_dir);
+  free(c->nccl_library);
   memset(c, 0, sizeof *c);
 }

@@ -129,11 +129,13 @@ static inline uint16_t kcore_f32_to_bf16(float f) {
 
 /* ---- configuration (read once, by kiln_ctx_new) ---- */
 #define KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S 300.0
+#define KCORE_DEFAULT_COLLECTIVE_BUCKET_BYTES ((uint64_t)32 << 20)
 
 typedef struct kcore_config {
   kiln_options opts; /* every field resolved; strings point into the fields below */
   char *cache_dir;
   char *dump_dir;
+  char *nccl_library;
 } kcore_config;
 
 /* Resolves explicit options (may be NULL) over the KILN_* variables over the
