@@ -154,6 +154,52 @@ TEST(DebugNans, FiniteResultsPass) {
   EXPECT_FLOAT_EQ(o.values[2], 2 * std::log(4.0f) + 1);
 }
 
+kiln_tree *NegFn(kiln_trace *t, const kiln_tree *args, void *) {
+  return kiln_tree_val(kiln_neg(t, Arg(args, 0)));
+}
+
+// Every float dtype by its bits: 5000 elements (a full scan block and a
+// tail), the largest finite value at 10, an infinity at 4097 and, when
+// with_nan, a NaN at 4500. NaN wins over infinity in the report.
+template <typename T>
+void CheckDtype(kiln_dtype dt, T max_finite, T inf, T nan, bool with_nan) {
+  SCOPED_TRACE(kiln_dtype_name(dt));
+  Ctx c(KILN_DEBUG_NANS_ON);
+  Func f(NegFn, "neg_fn");
+  std::vector<T> v(5000, T(0));
+  v[10] = max_finite;
+  v[4097] = inf;
+  if (with_nan) v[4500] = nan;
+  int64_t n = (int64_t)v.size();
+  kiln_array *a = nullptr;
+  ASSERT_EQ(kiln_array_from_host(c.dev, dt, 1, &n, v.data(), v.size() * sizeof(T), &a), KILN_OK);
+  kiln_tree *leaf = kiln_tree_array(a);
+  kiln_array_release(a);
+  Outcome o = CallJit(c.ctx, f.f, kiln_tree_tuple(1, &leaf));
+  EXPECT_EQ(o.st, KILN_ERR_NONFINITE);
+  if (with_nan) {
+    EXPECT_HAS(o.msg, "result holds a NaN (1 of 5000 elements, the first at flat index 4500)");
+    EXPECT_HAS(o.msg, "argument 0 already holds a NaN (1 of 5000 elements, the first at flat "
+                      "index 4500)");
+  } else {
+    EXPECT_HAS(o.msg, "result holds an infinity (1 of 5000 elements, the first at flat index "
+                      "4097)");
+    EXPECT_HAS(o.msg, "argument 0 already holds an infinity");
+  }
+}
+
+TEST(DebugNans, EveryFloatDtypeIsScanned) {
+  for (bool with_nan : {true, false}) {
+    CheckDtype<uint16_t>(KILN_F16, 0x7BFF, 0x7C00, 0x7E01, with_nan);
+    CheckDtype<uint16_t>(KILN_BF16, 0x7F7F, 0xFF80, 0xFFC1, with_nan);
+    CheckDtype<float>(KILN_F32, std::numeric_limits<float>::max(),
+                      -std::numeric_limits<float>::infinity(), kNaN, with_nan);
+    CheckDtype<double>(KILN_F64, std::numeric_limits<double>::max(),
+                       std::numeric_limits<double>::infinity(),
+                       std::numeric_limits<double>::quiet_NaN(), with_nan);
+  }
+}
+
 // (x / y) * 3
 kiln_tree *DivFn(kiln_trace *t, const kiln_tree *args, void *) {
   kiln_val *q = kiln_div(t, Arg(args, 0), Arg(args, 1));
@@ -317,6 +363,24 @@ TEST(DebugNans, ANaNOfTheBackwardPassIsNamedAtTheTransformedEquation) {
   EXPECT_HAS(o.msg, "from operands holding an infinity, the first made by `");
   EXPECT_HAS(o.msg, "= div 0.5:f32[] ");
   EXPECT_HAS(o.msg, "traced by jvp(kiln_sqrt))");
+}
+
+TEST(DebugNans, AVmappedEquationNamesTheBatchedOp) {
+  Ctx c(KILN_DEBUG_NANS_ON);
+  Func f(LogBranch, "log_rows");
+  kiln_func *v = nullptr;
+  ASSERT_EQ(kiln_vmap(f.f, nullptr, nullptr, 0, nullptr, &v), KILN_OK) << kiln_last_error();
+  int64_t shape[2] = {2, 2};
+  float x[4] = {1, 2, 3, -4};
+  kiln_array *a = nullptr;
+  ASSERT_EQ(kiln_array_from_host(c.dev, KILN_F32, 2, shape, x, sizeof x, &a), KILN_OK);
+  kiln_tree *leaf = kiln_tree_array(a);
+  kiln_array_release(a);
+  Outcome o = CallJit(c.ctx, v, kiln_tree_tuple(1, &leaf));
+  kiln_func_free(v);
+  EXPECT_EQ(o.st, KILN_ERR_NONFINITE);
+  EXPECT_HAS(o.msg, "f32[2,2] = log ");
+  EXPECT_HAS(o.msg, "traced by vmap(kiln_log)");
 }
 
 TEST(DebugNans, DonatedInputsAreReRunFromTheirCopy) {
