@@ -239,6 +239,16 @@ TEST(DebugNans, ANaNArgumentIsNamedAsTheArgument) {
   EXPECT_FALSE(Has(o.msg, "comes from")) << o.msg;
 }
 
+TEST(DebugNans, AnArgumentTheProgramNeverReadsIsNotBlamed) {
+  Ctx c(KILN_DEBUG_NANS_ON);
+  Func f(LogFn, "log_fn");  // reads argument 0 only
+  kiln_tree *a[2] = {c.Leaf({-1}), c.Leaf({kNaN})};
+  Outcome o = CallJit(c.ctx, f.f, kiln_tree_tuple(2, a));
+  EXPECT_EQ(o.st, KILN_ERR_NONFINITE);
+  EXPECT_FALSE(Has(o.msg, "argument")) << o.msg;
+  EXPECT_HAS(o.msg, "traced by kiln_log");
+}
+
 // where(x > 0, x, nan): the NaN is a literal of the program.
 kiln_tree *WhereNaNFn(kiln_trace *t, const kiln_tree *args, void *) {
   kiln_val *x = Arg(args, 0);

@@ -233,6 +233,19 @@ static void krt_put_count(krt_msg *m, const kir_nonfinite *nf, bool nan, int64_t
           (long long)(nan ? nf->first_nan : nf->first_inf));
 }
 
+/* Whether the program reads invar i at all: an argument it never reads is
+ * no cause, whatever it holds. */
+static bool krt_reads_input(const kir_program *p, int i) {
+  if (i >= p->n_invars) return true;
+  kir_vid v = p->invars[i];
+  for (int k = 0; k < p->n_outvars; k++)
+    if (p->outvars[k] == v) return true;
+  for (int e = 0; e < p->n_eqns; e++)
+    for (int k = 0; k < p->eqns[e].n_in; k++)
+      if (p->eqns[e].in[k] == v) return true;
+  return false;
+}
+
 /* Names where the kind came from after the results showed it. */
 static void krt_explain(const kiln_compiled *c, const kiln_tree *args, const krt_host_leaf *in,
                         bool nan, krt_msg *m) {
@@ -241,12 +254,13 @@ static void krt_explain(const kiln_compiled *c, const kiln_tree *args, const krt
   size_t np = 0;
   if (kiln_tree_leaf_paths(args, &paths, &np) || np != (size_t)n) {
     kiln_paths_free(paths, np);
-    paths = NULL, np = 0;
+    paths = NULL;
+    np = 0;
   }
   for (int i = 0; i < n; i++) {
     kir_nonfinite nf;
     krt_scan_buffer(&in[i].buf, &nf);
-    if (!krt_holds(&nf, nan)) continue;
+    if (!krt_holds(&nf, nan) || !krt_reads_input(c->p.prog, i)) continue;
     krt_put(m, "; ");
     krt_put_leaf(m, "argument", paths, i, true);
     krt_put(m, " already holds %s", krt_kind(nan));
