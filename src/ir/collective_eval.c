@@ -317,6 +317,9 @@ static kiln_status run_eqn(lockstep *l, const kir_eval_env *env, const kir_eqn *
     for (int64_t d = 0; !st && d < s->n; d++)
       st = fn(e, in + d * e->n_in, out + d * e->n_out, (void *)env);
   }
+  for (int64_t d = 0; !st && env->observe && d < s->n; d++)
+    st = env->observe(env->observe_user, l->body, (int)(e - l->body->eqns), d, in + d * e->n_in,
+                      out + d * e->n_out);
   free(in);
   free(out);
   return st;

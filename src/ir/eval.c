@@ -117,6 +117,7 @@ static kiln_status kir_eval_eqn(const kir_eval_env *env, const kir_program *p, i
     st = fn(e, in, out, (void *)env);
     if (st) kcore_fail_wrap(st, "equation %d (%s)", i, kir_prim_name(e->prim));
   }
+  if (!st && env->observe) st = env->observe(env->observe_user, p, i, -1, in, out);
   /* Inputs read for the last time are freed. */
   for (int k = 0; !st && k < e->n_in; k++)
     if (slots[e->in[k]].last_use == i) kir_slot_release(&slots[e->in[k]]);

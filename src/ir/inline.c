@@ -65,6 +65,7 @@ static kiln_status kir_inline_emit(kir_inline_map *m, const kir_program *from, c
     kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, kir_inline_adopt, m->p);
     int idx;
     st = kir_add_eqn(m->p, e->prim, &e->params, e->n_in, in, &idx);
+    if (!st) st = kir_eqn_set_source(m->p, idx, e->source);
     for (int k = 0; !st && k < e->n_out; k++) m->map[e->out[k]] = m->p->eqns[idx].out[k];
   }
   if (in != small) free(in);

@@ -339,6 +339,7 @@ kiln_status kir_add_eqn(kir_program *p, kir_prim prim, const kir_params *params,
   e->n_out = outs.n;
   e->out = outv;
   e->params = imported;
+  e->source = NULL; /* the slot may hold a removed equation's */
   if (eqn_index) *eqn_index = p->n_eqns;
   p->n_eqns++;
 done:

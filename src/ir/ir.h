@@ -205,6 +205,10 @@ typedef struct kir_eqn {
   kir_vid *in;  /* arena */
   kir_vid *out; /* arena */
   kir_params params;
+  /* The public op (kiln_log, ...) whose trace added it, in the root's
+   * arena; NULL when unknown (parsed text, equations a transformation
+   * made). For messages only: no pass or comparison reads it. */
+  const char *source;
 } kir_eqn;
 
 /* Read the fields freely; change them only through kir_ functions or
@@ -271,6 +275,17 @@ static inline const kir_aval *kir_var_aval(const kir_program *p, kir_vid v) {
   return &p->vars[v].aval;
 }
 
+/* Records `source` (copied into the arena) as where equation `eqn` of p
+ * came from; a NULL or empty source clears it. */
+kiln_status kir_eqn_set_source(kir_program *p, int eqn, const char *source);
+/* Equations from..n_eqns of p without a source get "how(source)", as a
+ * transformation names what it emitted for one equation ("jvp(kiln_log)");
+ * nothing when source is NULL. */
+kiln_status kir_eqns_derive_source(kir_program *p, int from, const char *how, const char *source);
+/* The equation of sub's parent whose params hold sub (-1 for a root), and
+ * the param's name in *field ("branches[1]", "body_jaxpr"; cap bytes). */
+int kir_program_owner(const kir_program *sub, char *field, size_t cap);
+
 /* Structural equality: same avals, primitives, params (sub-programs
  * recursively), literal values and dataflow, whatever the var numbering.
  * Constant payloads are not compared. */
@@ -292,6 +307,9 @@ kiln_status kir_verify(const kir_program *p);
 
 /* The text form (see the top of this file) in a malloc'd string. */
 kiln_status kir_print(const kir_program *p, char **out);
+/* Equation `eqn` of p (any program of a root) on one line as kir_print
+ * names it, each operand with its type: "c:f32[3] = log b:f32[3]". */
+kiln_status kir_print_eqn(const kir_program *p, int eqn, char **out);
 /* Parses kir_print's text into a new root program (verified). Bad text is
  * KILN_ERR_ARGUMENT with "line:column: expected ..." in the message; a
  * well-formed program whose types are wrong fails as its rule does. */
@@ -408,6 +426,13 @@ typedef struct kir_eval_env {
   /* debug_print's sink for each formatted line (NULL: stderr). */
   void (*print)(void *user, const char *text);
   void *print_user;
+  /* Called after each equation ran, in sub-programs too, with its operands
+   * and results (before any is freed); `member` is the device index for an
+   * equation of a shard_map body run in lockstep, else -1. A status other
+   * than KILN_OK stops the evaluation with it (NULL: no observer). */
+  kiln_status (*observe)(void *user, const kir_program *p, int eqn, int64_t member,
+                         const kir_buffer *in, const kir_buffer *out);
+  void *observe_user;
 } kir_eval_env;
 
 /* An env over `table` with no host callbacks and printing to stderr. */
@@ -420,6 +445,14 @@ void kir_eval_env_init(kir_eval_env *env, const kir_eval_table *table);
  * (donation). A primitive without an evaluator is KILN_ERR_UNIMPLEMENTED. */
 kiln_status kir_eval_program(const kir_eval_env *env, const kir_program *p, const kir_buffer *in,
                              kir_buffer *out);
+/* NaNs and infinities in n elements of dtype (storage form) at data: their
+ * counts and the flat index of the first of each (-1: none). Dtypes other
+ * than f16, bf16, f32 and f64 hold none. nonfinite.c. */
+typedef struct kir_nonfinite {
+  int64_t nan, inf;
+  int64_t first_nan, first_inf;
+} kir_nonfinite;
+void kir_nonfinite_scan(kiln_dtype dtype, const void *data, int64_t n, kir_nonfinite *out);
 /* Every family's evaluators (built once; thread-safe). */
 const kir_eval_table *kir_reference_evals(void);
 /* Each family file adds its evaluators to a table. */

@@ -74,6 +74,7 @@ typedef struct kir_printer {
   int n_programs;
   int counter;
   bool oom;
+  bool typed; /* operands print with their types (kir_print_eqn) */
 } kir_printer;
 
 /* JAX's scheme: a, ..., z, ba, bb, ... (base 26, 'a' is the zero digit). */
@@ -183,17 +184,19 @@ static void kir_put_name(kir_sb *s, const kir_printer *pr, const kir_program *p,
   kir_sb_puts(s, buf);
 }
 
-static void kir_put_operand(kir_sb *s, const kir_printer *pr, const kir_program *p, kir_vid v) {
-  if (p->vars[v].kind == KIR_VAR_LITERAL)
-    kir_put_literal(s, &p->vars[v]);
-  else
-    kir_put_name(s, pr, p, v);
-}
-
 static void kir_put_binder(kir_sb *s, const kir_printer *pr, const kir_program *p, kir_vid v) {
   kir_put_name(s, pr, p, v);
   kir_sb_puts(s, ":");
   kir_put_aval(s, &p->vars[v].aval);
+}
+
+static void kir_put_operand(kir_sb *s, const kir_printer *pr, const kir_program *p, kir_vid v) {
+  if (p->vars[v].kind == KIR_VAR_LITERAL)
+    kir_put_literal(s, &p->vars[v]);
+  else if (pr->typed)
+    kir_put_binder(s, pr, p, v);
+  else
+    kir_put_name(s, pr, p, v);
 }
 
 /* ---- params ---- */
@@ -489,6 +492,26 @@ kiln_status kir_print(const kir_program *p, char **out) {
   if (oom) {
     free(s.buf);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kir_print: out of memory");
+  }
+  *out = s.buf;
+  return KILN_OK;
+}
+
+kiln_status kir_print_eqn(const kir_program *p, int eqn, char **out) {
+  if (!p || !out || eqn < 0 || eqn >= p->n_eqns)
+    return kcore_fail(KILN_ERR_ARGUMENT, "kir_print_eqn: no equation %d", eqn);
+  const kir_program *root = p->root;
+  kir_printer pr = {calloc((size_t)root->n_programs, sizeof(int *)), root->n_programs, 0, false,
+                    true};
+  kir_sb s = {0};
+  if (pr.names) kir_names_assign(&pr, root); /* the names kir_print gives the whole text */
+  if (pr.names && !pr.oom) kir_put_eqn(&s, &pr, p, &p->eqns[eqn], 0, true);
+  bool oom = !pr.names || pr.oom || s.oom;
+  for (int i = 0; pr.names && i < pr.n_programs; i++) free(pr.names[i]);
+  free(pr.names);
+  if (oom) {
+    free(s.buf);
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kir_print_eqn: out of memory");
   }
   *out = s.buf;
   return KILN_OK;

@@ -208,9 +208,18 @@ static kiln_status krt_jit_compile(krt_program *p, kiln_compiled *c) {
   return krt_compile(p, c, true);
 }
 
-static kiln_status krt_jit_run(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out) {
+static kiln_status krt_run_unchecked(const kiln_compiled *c, const kiln_tree *args,
+                                     kiln_tree **out) {
   if (c->p.shard_state) return atomic_load(&c->p.ctx->shard_hooks)->call(c, args, out);
   return krt_call_compiled(c, args, out);
+}
+
+/* Every jitted call runs here: with KILN_DEBUG_NANS on its results are
+ * checked (off, nothing is scanned). */
+static kiln_status krt_jit_run(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out) {
+  if (c->p.ctx->config.opts.debug_nans == KILN_DEBUG_NANS_ON)
+    return krt_debug_nans_run(c, args, krt_run_unchecked, out);
+  return krt_run_unchecked(c, args, out);
 }
 
 static kiln_status krt_build(kiln_jit *j, const kiln_tree *args, krt_entry *e) {
@@ -437,7 +446,7 @@ kiln_status kiln_compiled_call(kiln_compiled *c, const kiln_tree *args, kiln_tre
                     "signature compiled for (%s, %d leaves)", op, a, sig.n, b, c->p.sig.n);
   }
   krt_signature_free(&sig);
-  return st ? st : krt_call_compiled(c, args, out);
+  return st ? st : krt_jit_run(c, args, out);
 }
 
 void kiln_compiled_free(kiln_compiled *c) {

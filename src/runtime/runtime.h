@@ -87,6 +87,16 @@ struct kiln_compiled {
 kiln_status krt_host_call(void *user, int64_t id, int n_in, const kir_buffer *in, int n_out,
                           kir_buffer *out);
 
+/* How a jitted call runs a compiled program (per shard, or on its device). */
+typedef kiln_status (*krt_run_fn)(const kiln_compiled *c, const kiln_tree *args, kiln_tree **out);
+/* run(c, args, out) with KILN_DEBUG_NANS on (debug_nans.c): the results
+ * are scanned for NaN and infinity; on a hit they are released, *out is
+ * NULL and the call fails with KILN_ERR_NONFINITE naming the argument that
+ * held it or the first equation that made it (the program re-run one
+ * equation at a time on the reference evaluator). */
+kiln_status krt_debug_nans_run(const kiln_compiled *c, const kiln_tree *args, krt_run_fn run,
+                               kiln_tree **out);
+
 /* Frees what a compiled executable holds (not the struct itself). */
 void krt_compiled_release(kiln_compiled *c);
 

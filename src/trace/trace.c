@@ -192,6 +192,7 @@ kiln_val *ktr_bind(kiln_trace *t, const char *op, kir_prim prim, const kir_param
   for (int i = 0; i < n_in && !st; i++) st = ktr_use(t, op, in[i], &vids[i]);
   int e = -1;
   if (!st) st = kir_add_eqn(t->prog, prim, params, n_in, vids, &e);
+  if (!st) st = kir_eqn_set_source(t->prog, e, op); /* for messages about this equation */
   if (vids != small) free(vids);
   if (st) {
     if (strncmp(kiln_last_error(), op, strlen(op)) != 0) kcore_fail_wrap(st, "%s", op);

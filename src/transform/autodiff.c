@@ -32,6 +32,7 @@ kiln_status ktf_copy_eqn(const char *op, kir_program *dst, const kir_program *sr
   int idx;
   if (!st) st = ktf_copy_params(dst, e, &pr);
   if (!st) st = kir_add_eqn(dst, e->prim, &pr, e->n_in, in, &idx);
+  if (!st) st = kir_eqn_set_source(dst, idx, e->source);
   for (int j = 0; !st && j < e->n_out; j++) m->v[e->out[j]] = dst->eqns[idx].out[j];
   return st;
 }
@@ -78,7 +79,9 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
     if (full) { /* rules that emit the primal computation themselves */
       for (int k = 0; !st && k < e->n_in; k++) st = ktf_map_get(op, &pm, dst, src, e->in[k], &xin[k]);
       for (int j = 0; j < e->n_out; j++) tyout[j] = KIR_NO_VAR;
+      int from = dst->n_eqns;
       if (!st) st = full(op, dst, e, xin, txin, yout, tyout);
+      if (!st) st = kir_eqns_derive_source(dst, from, "jvp", e->source);
       for (int j = 0; !st && j < e->n_out; j++) {
         pm.v[e->out[j]] = yout[j];
         if (kiln_dtype_is_float(kir_var_aval(src, e->out[j])->dtype)) tm.v[e->out[j]] = tyout[j];
@@ -109,7 +112,9 @@ kiln_status ktf_jvp(const char *op, kir_program *dst, const kir_program *src, co
       yout[j] = pm.v[e->out[j]];
       tyout[j] = KIR_NO_VAR;
     }
+    int from = dst->n_eqns;
     st = rule(dst, e, xin, yout, txin, tyout);
+    if (!st) st = kir_eqns_derive_source(dst, from, "jvp", e->source);
     if (st) {
       kcore_fail_wrap(st, "%s: jvp of %s", op, kir_prim_name(e->prim));
       break;
@@ -253,7 +258,9 @@ kiln_status ktf_transpose_linear(const char *op, kir_program *dst, const kir_pro
       ctx[k] = KIR_NO_VAR;
       if (!linf[k]) st = ktf_map_get(op, &m, dst, J, e->in[k], &xin[k]);
     }
+    int from = dst->n_eqns;
     if (!st) st = ktf_transpose_rule(e->prim)(dst, J, e, linf, xin, cts, ctx);
+    if (!st) st = kir_eqns_derive_source(dst, from, "transpose", e->source);
     if (st) {
       kcore_fail_wrap(st, "%s: transpose of %s", op, kir_prim_name(e->prim));
       break;

@@ -68,6 +68,7 @@ kiln_status ktf_copy_sub(kir_program *parent, const kir_program *src, kir_progra
     if (!st) st = ktf_copy_params(s, e, &pr);
     int idx;
     if (!st) st = kir_add_eqn(s, e->prim, &pr, e->n_in, in, &idx);
+    if (!st) st = kir_eqn_set_source(s, idx, e->source);
     for (int j = 0; !st && j < e->n_out; j++) m[e->out[j]] = s->eqns[idx].out[j];
   }
   kir_vid *outs = st ? NULL : kir_alloc(s, (size_t)(src->n_outvars ? src->n_outvars : 1) * sizeof *outs);

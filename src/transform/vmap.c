@@ -43,7 +43,9 @@ kiln_status ktf_vmap(const char *op, kir_program *dst, const kir_program *src, i
       break;
     }
     for (int k = 0; !st && k < e->n_in; k++) st = ktf_map_get(op, &m, dst, src, e->in[k], &in[k]);
+    int from = dst->n_eqns;
     if (!st) st = rule(dst, src, e, size, in, bin, out, bout);
+    if (!st) st = kir_eqns_derive_source(dst, from, "vmap", e->source);
     if (st) {
       kcore_fail_wrap(st, "%s: batching %s", op, kir_prim_name(e->prim));
       break;
