@@ -58,10 +58,11 @@ static kiln_tree *checked_step(kiln_trace *t, const kiln_tree *args, void *user)
   kiln_tree *out = kiln_call(t, m->step_f, args);
   if (!out) return NULL;
   kiln_val *s = spread(t, kiln_tree_child(out, 0), kiln_scalar_f(t, 0.0));
-  kiln_tree *r = s ? kiln_tree_tuple(5, (kiln_tree *[]){kiln_tree_clone(kiln_tree_child(out, 0)),
+  kiln_tree *r = s ? kiln_tree_tuple(6, (kiln_tree *[]){kiln_tree_clone(kiln_tree_child(out, 0)),
                                                         kiln_tree_clone(kiln_tree_child(out, 1)),
                                                         kiln_tree_clone(kiln_tree_child(out, 2)),
                                                         kiln_tree_clone(kiln_tree_child(out, 3)),
+                                                        kiln_tree_clone(kiln_tree_child(out, 4)),
                                                         kiln_tree_val(s)})
                    : NULL;
   kiln_tree_free(out);

@@ -101,7 +101,10 @@ static kiln_tree *loss_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_tuple(2, (kiln_tree *[]){kiln_tree_val(loss), kiln_tuple_of(1, &acc)});
 }
 
-/* step(params, opt_state, x, y) -> (params, opt_state, loss, accuracy) */
+/* step(params, opt_state, x, y) -> (params, opt_state, loss, accuracy,
+ * grad_norm): optax.global_norm of the (averaged) gradients, for the host's
+ * non-finite check and the metrics; one fused reduction over values the step
+ * computes anyway. */
 static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
   const kiln_tree *params = kiln_tree_child(args, 0), *state = kiln_tree_child(args, 1);
@@ -121,6 +124,7 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
     loss = kiln_pmean(t, loss, m->axis);
     acc = kiln_pmean(t, acc, m->axis);
   }
+  kiln_val *norm = grads ? kiln_global_norm(t, grads) : NULL;
   kiln_tree *new_state = NULL;
   kiln_tree *updates =
       grads ? kiln_optim_update(t, &m->opt, grads, state, params, &new_state) : NULL;
@@ -128,13 +132,13 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   kiln_tree *new_params = updates ? kiln_apply_updates(t, params, updates) : NULL;
   kiln_tree_free(updates);
   kiln_tree_free(out);
-  if (!new_params || !new_state || !loss || !acc) {
+  if (!new_params || !new_state || !loss || !acc || !norm) {
     kiln_tree_free(new_params);
     kiln_tree_free(new_state);
     return NULL;
   }
-  return kiln_tree_tuple(
-      4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss), kiln_tree_val(acc)});
+  return kiln_tree_tuple(5, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss),
+                                            kiln_tree_val(acc), kiln_tree_val(norm)});
 }
 
 /* eval(params, x, y) -> (loss of each example, 1.0 where it is classified
