@@ -7,8 +7,9 @@
 // step and exits 0, and --resume then ends on the uninterrupted run's
 // checkpoint and metrics, bit for bit, as it does after a SIGKILL (the
 // metrics lines past the checkpoint are dropped); --keep; no clobbering of
-// a previous run; --resume with nothing; --resume=auto; settings that
-// differ on resume; labels outside the classes; bad flags.
+// a previous run, nor of a run in progress; --resume with nothing;
+// --resume=auto; settings that differ on resume; labels outside the
+// classes; bad flags.
 #include "train_cli_support.h"
 
 namespace {
@@ -140,11 +141,31 @@ TEST_F(TrainCli, AfterSigkillResumeDropsTheLinesPastTheCheckpoint) {
   ASSERT_EQ(wait_for(&c), -SIGKILL);
   // as if killed mid-line: a partial last line goes too
   std::ofstream(dir("killed") + "/metrics.jsonl", std::ios::app) << "{\"step\": 9999, \"lo";
+  // and a checkpoint half written (kiln_checkpoint_save's temporary)
+  std::string tmp = dir("killed") + "/" + ckpt_name(9999) + ".tmp.99999";
+  std::ofstream(tmp) << "half";
   std::vector<std::string> resume = more;
   resume.push_back("--resume");
   Child r = run_train("killed", resume, big);
   ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_FALSE(exists(tmp)) << "a killed run's temporary file stayed";
   expect_same_run(dir("whole"), dir("killed"));
+}
+
+// Two trainers on one out dir would interleave their checkpoints and
+// metrics: the second is refused while the first runs.
+TEST_F(TrainCli, AnOutDirInUseIsRefused) {
+  std::string big = big_data();
+  Child first = start(args("busy", {"--epochs", "6"}, big), root);
+  ASSERT_TRUE(wait_for_lines(first, dir("busy") + "/metrics.jsonl", 1)) << describe(first);
+  Child second = run_train("busy", {"--resume=auto"}, big);
+  EXPECT_EQ(second.code, 4) << describe(second);
+  EXPECT_NE(second.err().find(dir("busy") + " is in use by another train (pid " +
+                              std::to_string(first.pid) + ")"),
+            std::string::npos)
+      << describe(second);
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(wait_for(&first), 0) << describe(first);
 }
 
 TEST_F(TrainCli, KeepTwoLeavesTheNewestTwo) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,22 +176,25 @@ void outdir_previous_run(const char *dir, char *buf, size_t cap) {
     snprintf(buf + n, cap - n, "%s%zu checkpoint%s", n ? ", " : "", ckpts, ckpts > 1 ? "s" : "");
 }
 
-kiln_status outdir_clear(const char *dir) {
+/* Removes our files (or only our temporaries, which a killed run leaves). */
+static kiln_status remove_ours(const char *dir, int temporaries_only) {
   DIR *d = opendir(dir);
   if (!d) return KILN_OK;
   kiln_status s = KILN_OK;
   for (struct dirent *e; !s && (e = readdir(d));) {
-    if (!ours(e->d_name)) continue;
+    if (!ours(e->d_name) || (temporaries_only && !strstr(e->d_name, ".tmp."))) continue;
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (unlink(path) && errno != ENOENT) {
       kiln_clear_error();
-      s = train_fail(KILN_ERR_IO, "--overwrite: removing %s: %s", path, strerror(errno));
+      s = train_fail(KILN_ERR_IO, "removing %s: %s", path, strerror(errno));
     }
   }
   closedir(d);
   return s;
 }
+
+kiln_status outdir_clear(const char *dir) { return remove_ours(dir, 0); }
 
 /* ---- the out dir's policy ---- */
 
@@ -206,18 +210,43 @@ static int make_dirs(const char *path) {
   return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-
 static kiln_status refuse(train_summary *sum, const char *fmt, const char *a, const char *b) {
   sum->outcome = TRAIN_REFUSED;
   kiln_clear_error();
   return train_fail(KILN_ERR_ARGUMENT, fmt, a, b);
 }
 
-kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *resuming) {
+/* An exclusive flock on dir/.train.lock, held while fd stays open (the
+ * kernel drops it when the process dies, however it dies). */
+static kiln_status lock_dir(const char *dir, train_summary *sum, int *fd) {
+  char path[1200], pid[32] = "";
+  snprintf(path, sizeof path, "%s/%s", dir, RUNFILE_LOCK);
+  *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (*fd < 0) {
+    kiln_clear_error();
+    return train_fail(KILN_ERR_IO, "opening %s: %s", path, strerror(errno));
+  }
+  if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+    snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(*fd, 0) == 0 && pwrite(*fd, pid, strlen(pid), 0) < 0) pid[0] = 0;
+    return KILN_OK;
+  }
+  ssize_t n = pread(*fd, pid, sizeof pid - 1, 0);
+  pid[n > 0 ? strcspn(pid, "\n") : 0] = 0;
+  close(*fd);
+  *fd = -1;
+  return refuse(sum, "%s is in use by another train (pid %s)", dir, *pid ? pid : "unknown");
+}
+
+kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *resuming,
+                           int *lock_fd) {
   if (make_dirs(cfg->out_dir)) {
     kiln_clear_error();
     return train_fail(KILN_ERR_IO, "creating %s: %s", cfg->out_dir, strerror(errno));
   }
+  kiln_status s = lock_dir(cfg->out_dir, sum, lock_fd);
+  if (!s) s = remove_ours(cfg->out_dir, 1); /* no other run writes here now */
+  if (s) return s;
   char previous[512];
   size_t ckpts = 0;
   free(ckpt_list(cfg->out_dir, &ckpts));

@@ -14,6 +14,7 @@
 #include "train.h"
 
 #define RUNFILE_NAME "run.json"
+#define RUNFILE_LOCK ".train.lock"
 enum { RUNFILE_MAX_FIELDS = 16 };
 
 typedef struct run_field {
@@ -45,13 +46,16 @@ void outdir_previous_run(const char *dir, char *buf, size_t cap);
 /* Removes what outdir_previous_run reports, and leftover temporary files. */
 kiln_status outdir_clear(const char *dir);
 
-/* Creates cfg's out dir and holds what it contains against what was asked:
+/* Creates cfg's out dir, locks it (*lock_fd: close it when the run ends;
+ * a dir another train holds is refused) and removes what a killed run left
+ * as temporary files; then holds what it contains against what was asked:
  * a previous run is resumed (*resuming: it holds a checkpoint and cfg
  * resumes), replaced (--overwrite, or --resume=auto over a run that saved
  * no checkpoint: its files are removed) or refused; --resume with no
  * checkpoint is refused, naming the dir. Refusals set sum->outcome to
  * TRAIN_REFUSED. */
-kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *resuming);
+kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *resuming,
+                           int *lock_fd);
 /* run.json: written for a run that does not resume; compared with cfg's
  * settings for one that does (a difference, or checkpoints without a
  * run.json, is refused). */

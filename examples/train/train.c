@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoints.h"
 #include "dataset.h"
@@ -223,6 +224,7 @@ typedef struct run {
   FILE *metrics;
   int64_t *order;
   int resuming; /* from a checkpoint in the out dir, if it holds one */
+  int lock_fd;  /* holds the out dir's lock */
   int64_t spe, last; /* steps per epoch; the step the run ends at */
   double start;      /* progress_now() when the steps began */
   double last_save;  /* ... when the last checkpoint was saved */
@@ -250,7 +252,7 @@ static kiln_status setup(run *r, train_summary *sum) {
                       (long long)cfg->checkpoint_every, cfg->checkpoint_minutes, cfg->keep,
                       cfg->devices);
   }
-  if ((s = outdir_prepare(cfg, sum, &r->resuming))) return s;
+  if ((s = outdir_prepare(cfg, sum, &r->resuming, &r->lock_fd))) return s;
   /* the data before the context: a bad label is refused in a moment */
   if ((s = dataset_load(cfg->data_dir, "train", cfg->classes, &r->train)) ||
       (s = dataset_load(cfg->data_dir, "t10k", cfg->classes, &r->test)) ||
@@ -327,6 +329,8 @@ static kiln_status setup(run *r, train_summary *sum) {
                                        sizeof sum->checkpoint)))
     return s;
   if (found) sum->resumed_from = sum->checkpoint_step = r->st.step;
+  if (found && !cfg->quiet) printf("resuming from %s (step %lld)\n", sum->checkpoint,
+                                   (long long)r->st.step);
   if (r->dp.jit && ((s = dp_replicate(r->ctx, &r->dp, &r->st.params)) ||
                     (s = dp_replicate(r->ctx, &r->dp, &r->st.opt_state))))
     return train_fail(s, "replicating the state over %d devices", cfg->devices);
@@ -516,7 +520,7 @@ static kiln_status train_loop(run *r, train_summary *sum) {
 kiln_status train_run(const train_config *cfg, train_summary *summary) {
   last_error[0] = 0;
   train_summary sum = {.outcome = TRAIN_FINISHED, .resumed_from = -1, .checkpoint_step = -1};
-  run r = {.own = *cfg};
+  run r = {.own = *cfg, .lock_fd = -1};
   r.cfg = &r.own;
   kiln_status s = setup(&r, &sum);
   if (!s) s = train_loop(&r, &sum);
@@ -534,6 +538,7 @@ kiln_status train_run(const train_config *cfg, train_summary *summary) {
   dataset_free(&r.train);
   dataset_free(&r.test);
   kiln_ctx_free(r.ctx);
+  if (r.lock_fd >= 0) close(r.lock_fd);
   if (summary) *summary = sum;
   return s;
 }
