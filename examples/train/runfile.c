@@ -61,12 +61,17 @@ void runfile_describe(const train_config *c, const char *train_fp, const char *t
   snprintf(add(r, "batch_size", "--batch-size", 1)->value, sizeof r->f[0].value, "%lld",
            (long long)c->batch_size);
   snprintf(add(r, "seed", "--seed", 1)->value, sizeof r->f[0].value, "%u", c->seed);
-  snprintf(add(r, "learning_rate", "--lr", 1)->value, sizeof r->f[0].value, "%.17g",
-           c->learning_rate);
+  /* the shortest text that reads back as the same double */
+  char *lr = add(r, "learning_rate", "--lr", 1)->value;
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(lr, sizeof r->f[0].value, "%.*g", digits, c->learning_rate);
+    if (strtod(lr, NULL) == c->learning_rate) break;
+  }
   snprintf(add(r, "cosine", "--cosine", 1)->value, sizeof r->f[0].value, "%s",
            c->cosine ? "true" : "false");
   /* the cosine decay spans the epochs; a constant rate lets a run go on */
-  snprintf(add(r, "epochs", "--epochs (with --cosine)", c->cosine)->value, sizeof r->f[0].value,
+  snprintf(add(r, "epochs", c->cosine ? "--epochs (the cosine decay spans them)" : "--epochs",
+               c->cosine)->value, sizeof r->f[0].value,
            "%d", c->epochs);
 }
 
@@ -137,8 +142,7 @@ kiln_status runfile_check(const char *dir, const run_record *r, int *found) {
       return train_fail(KILN_ERR_ARGUMENT, "%s records no \"%s\" (%s)", path, fd->key, fd->flag);
     if (!old || !strcmp(old, fd->value)) continue;
     if (!fd->checked) {
-      fprintf(stderr, "train: note: %s %s, the run recorded %s (the contents match)\n", fd->flag,
-              fd->value, old);
+      fprintf(stderr, "train: note: %s is %s, the run recorded %s\n", fd->flag, fd->value, old);
       continue;
     }
     return train_fail(KILN_ERR_ARGUMENT,
