@@ -1,13 +1,21 @@
-/* The training loop: keys, jitted steps, evaluation, when to checkpoint,
- * and the run's policy on its out dir (checkpoints.c, runfile.c, metrics.c
- * and dataset.c hold the files). Batches reach the step through kiln_prefetch (flax's
+/* The training loop: keys, jitted steps, evaluation, and when to
+ * checkpoint (checkpoints.c, runfile.c, metrics.c and dataset.c hold the
+ * files). Batches reach the step through kiln_prefetch (flax's
  * prefetch_to_device): a producer thread cuts each one from the shuffled
  * training set and uploads it while the previous step runs. Params live on
  * the context's first device; with --devices N the step is dp.c's pmap,
  * params and optimizer state replicated over the N devices by
  * kiln_replicate (and unreplicated for checkpoints) and each batch split
  * over them by the prefetcher. Evaluation runs over the same devices
- * through pad_shard_unpad (dp.c); key splits run on the first device. */
+ * through pad_shard_unpad (dp.c); key splits run on the first device.
+ *
+ * After each step the host reads the loss and the gradient's global norm
+ * (computed inside the step) and stops at the first that is not finite,
+ * before anything saves that state. A checkpoint holds the key at the start
+ * of the current epoch and the step, from which a resumed run derives the
+ * epoch's permutation and its place in it, and the metrics window, so that
+ * a run stopped anywhere (a signal, --max-steps, a kill after a periodic
+ * checkpoint) continues the same curve bit for bit. */
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
