@@ -84,9 +84,9 @@ TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
   train_summary s;
   EXPECT_EQ(train_run(&c, &s), KILN_ERR_ARGUMENT);
   EXPECT_EQ(s.outcome, TRAIN_REFUSED);
-  EXPECT_NE(std::string(train_last_error()).find("--model/--hidden is [16], but the run in " +
-                                                  std::string(c.out_dir) + " was started with [32]"),
-            std::string::npos)
+  std::string says = "--model/--hidden is [16], but the run in " + std::string(c.out_dir) +
+                     " was started with [32]";
+  EXPECT_NE(std::string(train_last_error()).find(says), std::string::npos)
       << train_last_error();
 }
 

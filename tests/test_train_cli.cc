@@ -21,10 +21,11 @@ class TrainCli : public train_test::TrainTest {
   // A small MLP on one device, every step logged.
   std::vector<std::string> args(const std::string &out, std::vector<std::string> more = {},
                                 const std::string &from = "") {
-    std::vector<std::string> a = {"--data",     from.empty() ? data : from,  "--out",    root + "/" + out, "--model",
-                                  "mlp",        "--hidden", "16",  "--batch-size",   "32",
-                                  "--lr",       "0.01", "--seed",  "7",              "--devices",
-                                  "1",          "--log-every", "1", "--quiet"};
+    std::vector<std::string> a = {"--data", from.empty() ? data : from,
+                                  "--out", root + "/" + out,
+                                  "--model", "mlp", "--hidden", "16", "--batch-size", "32",
+                                  "--lr", "0.01", "--seed", "7", "--devices", "1",
+                                  "--log-every", "1", "--quiet"};
     a.insert(a.end(), more.begin(), more.end());
     return a;
   }
@@ -253,7 +254,8 @@ TEST_F(TrainCli, ResumeWithOtherSettingsIsRefusedNamingThem) {
       << describe(d);
   train_test::write_split(data, "train", train_test::kTrain, 1);
   // what does not change the curve may change: the devices, the logging
-  Child ok = run_train("mis", {"--resume", "--devices", "2", "--log-every", "2", "--max-steps", "4"});
+  Child ok =
+      run_train("mis", {"--resume", "--devices", "2", "--log-every", "2", "--max-steps", "4"});
   EXPECT_EQ(ok.code, 0) << describe(ok);
 }
 

@@ -142,10 +142,11 @@ inline std::string without_time(const std::string &line) {
 // Every line of path parses as JSON (Python's json module, a strict
 // parser: NaN and -nan are not JSON; python3 is a build requirement).
 inline ::testing::AssertionResult json_lines(const std::string &path) {
-  std::string cmd = "python3 -c 'import json, sys\n"
-                    "for i, l in enumerate(open(sys.argv[1])):\n"
-                    "    json.loads(l, parse_constant=lambda c: sys.exit(f\"line {i + 1}: {c}\"))\n' " +
-                    path;
+  std::string cmd =
+      "python3 -c 'import json, sys\n"
+      "for i, l in enumerate(open(sys.argv[1])):\n"
+      "    json.loads(l, parse_constant=lambda c: sys.exit(f\"line {i + 1}: {c}\"))\n' " +
+      path;
   int rc = std::system(cmd.c_str());
   if (rc == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << path << " is not JSON lines:\n" << slurp(path);

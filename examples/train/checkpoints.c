@@ -187,7 +187,8 @@ static int64_t pointer_step(const char *dir) {
   fclose(f);
   line[strcspn(line, "\n")] = 0;
   int64_t step = ok ? name_step(line) : -1;
-  if (step < 0) fprintf(stderr, "train: warning: %s does not name a checkpoint ('%s')\n", path, line);
+  if (step < 0)
+    fprintf(stderr, "train: warning: %s does not name a checkpoint ('%s')\n", path, line);
   return step;
 }
 

@@ -57,7 +57,8 @@ kiln_status dataset_load(const char *dir, const char *prefix, int classes, datas
 kiln_status dataset_check_pair(const dataset *train, const dataset *test) {
   if (train->height == test->height && train->cols == test->cols) return KILN_OK;
   kiln_clear_error();
-  return train_fail(KILN_ERR_SHAPE, "the test images are %lld x %lld, the training images %lld x %lld",
+  return train_fail(KILN_ERR_SHAPE,
+                    "the test images are %lld x %lld, the training images %lld x %lld",
                     (long long)test->height, (long long)test->cols, (long long)train->height,
                     (long long)train->cols);
 }

@@ -122,7 +122,8 @@ static kiln_status evaluate(kiln_padded *eval, kiln_device *dev, const kiln_tree
     if (!(s = kiln_host_data_batch(&test->x, NULL, eval_batch, b, &bx)) &&
         !(s = kiln_host_data_batch(&test->y, NULL, eval_batch, b, &by))) {
       args = kiln_tree_tuple(
-          3, (kiln_tree *[]){kiln_tree_clone(params), train_host_leaf(dev, &bx), train_host_leaf(dev, &by)});
+          3, (kiln_tree *[]){kiln_tree_clone(params), train_host_leaf(dev, &bx),
+                             train_host_leaf(dev, &by)});
       s = args ? kiln_padded_call(eval, args, &out) : KILN_ERR_ARGUMENT;
     }
     if (!s) s = sum_leaf(kiln_tree_child(out, 0), by.shape[0], &loss_sum);
@@ -131,7 +132,8 @@ static kiln_status evaluate(kiln_padded *eval, kiln_device *dev, const kiln_tree
     kiln_tree_free(args);
     kiln_host_data_free(&bx);
     kiln_host_data_free(&by);
-    if (s) return train_fail(s, "evaluating test batch %lld of %lld", (long long)b, (long long)batches);
+    if (s)
+      return train_fail(s, "evaluating test batch %lld of %lld", (long long)b, (long long)batches);
   }
   *loss = loss_sum / (double)n;
   *accuracy = correct / (double)n;
@@ -425,7 +427,8 @@ static kiln_status train_epoch(run *r, train_summary *sum, progress *p) {
                       .devices = cfg->devices};
   kiln_prefetch *pf = NULL;
   kiln_device *const *devs = r->dp.jit ? r->dp.devices : &r->dev;
-  kiln_status s = kiln_prefetch_new(r->ctx, next_batch, &src, cfg->prefetch, devs, cfg->devices, &pf);
+  kiln_status s =
+      kiln_prefetch_new(r->ctx, next_batch, &src, cfg->prefetch, devs, cfg->devices, &pf);
   if (s) return train_fail(s, "starting the batch prefetcher");
   kiln_jit *step = r->dp.jit ? r->dp.jit : r->m.step;
   while (!stop_requested(r)) {
