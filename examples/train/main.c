@@ -124,6 +124,10 @@ int main(int argc, char **argv) {
    * evaluation (not measured without it). */
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (install_stop_handlers()) { /* first: a stop asked for at any time is honoured */
+    perror("train: sigaction");
+    return EXIT_ERROR;
+  }
   train_config c = train_default_config();
   train_use_cnn(&c);
   c.devices = 0; /* every device of the context, as flax examples use jax.devices() */
@@ -223,10 +227,6 @@ int main(int argc, char **argv) {
   if (n_conv >= 0) {
     c.n_conv = n_conv;
     memcpy(c.conv, conv, sizeof conv);
-  }
-  if (install_stop_handlers()) {
-    perror("train: sigaction");
-    return EXIT_ERROR;
   }
   c.stop = &stop_signal;
   train_summary s;
