@@ -6,7 +6,8 @@
 // finite and metrics.jsonl still JSON; SIGTERM mid-run saves the current
 // step and exits 0, and --resume then ends on the uninterrupted run's
 // checkpoint and metrics, bit for bit, as it does after a SIGKILL (the
-// metrics lines past the checkpoint are dropped); --keep; no clobbering of
+// metrics lines past the checkpoint are dropped); checkpoints by steps and
+// by minutes; --keep; no clobbering of
 // a previous run, nor of a run in progress; --resume with nothing;
 // --resume=auto; settings that differ on resume; labels outside the
 // classes; bad flags.
@@ -173,6 +174,23 @@ TEST_F(TrainCli, AnOutDirInUseIsRefused) {
   EXPECT_EQ(wait_for(&first), 0) << describe(first);
 }
 
+// --checkpoint-every 0: epoch ends and the run's end only; a time limit
+// that every step passes saves every step.
+TEST_F(TrainCli, CheckpointsByStepsAndByMinutes) {
+  Child e = run_train("epochs", {"--epochs", "2", "--max-steps", "30", "--checkpoint-every", "0",
+                                 "--keep", "100"});
+  ASSERT_EQ(e.code, 0) << describe(e);
+  std::vector<std::string> want = {ckpt_name(20), ckpt_name(30), "latest", "metrics.jsonl",
+                                   "run.json"};
+  EXPECT_EQ(list_dir(dir("epochs")), want);
+  Child m = run_train("minutes", {"--max-steps", "6", "--checkpoint-every", "0",
+                                  "--checkpoint-minutes", "1e-9", "--keep", "100"});
+  ASSERT_EQ(m.code, 0) << describe(m);
+  want = {ckpt_name(1), ckpt_name(2), ckpt_name(3), ckpt_name(4), ckpt_name(5), ckpt_name(6),
+          "latest", "metrics.jsonl", "run.json"};
+  EXPECT_EQ(list_dir(dir("minutes")), want);
+}
+
 TEST_F(TrainCli, KeepTwoLeavesTheNewestTwo) {
   Child c = run_train("keep", {"--epochs", "2", "--checkpoint-every", "5", "--keep", "2"});
   ASSERT_EQ(c.code, 0) << describe(c);
@@ -211,7 +229,11 @@ TEST_F(TrainCli, ResumeWithNothingToResumeNamesTheDirectory) {
       << describe(c);
 }
 
+// --resume=auto: starts afresh where there is no checkpoint (replacing what a
+// run that never reached one left), resumes where there is one.
 TEST_F(TrainCli, ResumeAutoStartsOrResumes) {
+  ASSERT_EQ(std::system(("mkdir -p " + dir("auto")).c_str()), 0);
+  std::ofstream(dir("auto") + "/metrics.jsonl") << "{\"step\": 1, \"loss\": 9}\n";
   Child a = run_train("auto", {"--resume=auto", "--max-steps", "5"});
   ASSERT_EQ(a.code, 0) << describe(a);
   EXPECT_NE(a.out().find("done: step 5,"), std::string::npos) << describe(a);

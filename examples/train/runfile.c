@@ -235,6 +235,11 @@ static kiln_status lock_dir(const char *dir, train_summary *sum, int *fd) {
     if (ftruncate(*fd, 0) == 0 && pwrite(*fd, pid, strlen(pid), 0) < 0) pid[0] = 0;
     return KILN_OK;
   }
+  if (errno != EWOULDBLOCK) { /* a file system without locks: go on unguarded */
+    fprintf(stderr, "train: warning: cannot lock %s (%s); nothing keeps a second train out\n",
+            path, strerror(errno));
+    return KILN_OK;
+  }
   ssize_t n = pread(*fd, pid, sizeof pid - 1, 0);
   pid[n > 0 ? strcspn(pid, "\n") : 0] = 0;
   close(*fd);
