@@ -171,6 +171,26 @@ TEST_F(Train, CnnMatchesFlaxOnOneAndTwoDevices) {
   }
 }
 
+// A learning rate that is inf in f32 (the library takes any finite double):
+// the first step's loss and gradient are finite, but the update makes the
+// params inf. The step's own check of its new state stops the run before
+// any checkpoint holds them.
+TEST_F(Train, AnUpdateThatOverflowsIsNotSaved) {
+  train_config c = config("overflow");
+  c.learning_rate = 1e39;
+  c.checkpoint_every = 1;
+  train_summary s;
+  EXPECT_EQ(train_run(&c, &s), KILN_ERR_NONFINITE);
+  EXPECT_EQ(s.outcome, TRAIN_DIVERGED);
+  EXPECT_EQ(s.checkpoint_step, -1);
+  EXPECT_NE(std::string(train_last_error())
+                .find("step 1: non-finite parameters or optimizer state after the update"),
+            std::string::npos)
+      << train_last_error();
+  std::ifstream latest(std::string(c.out_dir) + "/latest");
+  EXPECT_FALSE(latest.good()) << "a checkpoint was saved";
+}
+
 TEST_F(Train, ImagesTooSmallForTheConvsAreRefused) {
   train_config c = config("small");
   c.n_conv = 4;  // 8x8 images halve to nothing

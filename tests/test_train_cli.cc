@@ -315,6 +315,7 @@ TEST_F(TrainCli, BadFlagsAreUsageErrorsNamingFlagAndValue) {
            {"--lr", "0"},
            {"--lr", "-1e-3"},
            {"--lr", "1e999"},
+           {"--lr", "1e39"},  // inf in f32
            {"--batch-size", "0"},
            {"--epochs", "0"},
            {"--epochs", "2x"},

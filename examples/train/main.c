@@ -16,6 +16,7 @@
  * the run's). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <malloc.h>
@@ -35,7 +36,7 @@ static void usage(FILE *f) {
           "  --out DIR         run.json, metrics.jsonl, checkpoints (default %s)\n"
           "  --epochs N        (default %d)\n"
           "  --batch-size N    (default %lld)\n"
-          "  --lr X            adam's learning rate, finite and > 0 (default %g)\n"
+          "  --lr X            adam's learning rate, > 0 and finite in f32 (default %g)\n"
           "  --cosine          decay it to 0 over the epochs (cosine)\n"
           "  --seed N          PRNG seed: init and shuffling (default %u)\n"
           "  --classes N       labels must lie in [0, N) (default %d, Fashion-MNIST's)\n"
@@ -203,7 +204,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--hidden"))
       bad = parse_widths(v, &n_hidden, hidden), need = "widths A,B,... (at most 8, each >= 1)";
     else if (!strcmp(a, "--lr"))
-      bad = parse_real(v, 0, 1, HUGE_VAL, &c.learning_rate), need = "a finite number > 0";
+      bad = parse_real(v, 0, 1, FLT_MAX, &c.learning_rate),
+      need = "a number > 0 and finite in f32, the update's dtype (at most 3.4e38)";
     else {
       fprintf(stderr, "train: unknown option %s\n", argv[i]);
       usage(stderr);

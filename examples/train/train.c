@@ -195,11 +195,12 @@ static kiln_status read_first(const kiln_tree *t, float *v) {
 /* What one step gives the host. */
 typedef struct step_result {
   float loss, accuracy, grad_norm;
+  float finite; /* 1: the new params and optimizer state are all finite */
   float spread; /* check_replicas */
 } step_result;
 
 /* One jitted step on a batch {x, y} from the prefetcher (taken); params
- * and opt_state are donated and replaced by the step's results. A sixth
+ * and opt_state are donated and replaced by the step's results. A seventh
  * result (the replicas' spread) goes to r->spread. */
 static kiln_status train_step(kiln_jit *step, train_state *st, kiln_tree *batch, step_result *r) {
   kiln_tree *out = NULL;
@@ -216,7 +217,8 @@ static kiln_status train_step(kiln_jit *step, train_state *st, kiln_tree *batch,
     if (!(s = read_first(kiln_tree_child(out, 2), &r->loss)) &&
         !(s = read_first(kiln_tree_child(out, 3), &r->accuracy)))
       s = read_first(kiln_tree_child(out, 4), &r->grad_norm);
-    if (!s && kiln_tree_num_children(out) > 5) s = read_first(kiln_tree_child(out, 5), &r->spread);
+    if (!s) s = read_first(kiln_tree_child(out, 5), &r->finite);
+    if (!s && kiln_tree_num_children(out) > 6) s = read_first(kiln_tree_child(out, 6), &r->spread);
   }
   kiln_tree_free(out);
   return s ? train_fail(s, "train step %lld", (long long)st->step + 1) : KILN_OK;
@@ -382,13 +384,17 @@ static kiln_status save_checkpoint(run *r, train_summary *sum) {
 
 static int stop_requested(const run *r) { return r->cfg->stop && *r->cfg->stop; }
 
-/* A step whose loss or gradient norm is not finite: its line (nulls
- * flagged) goes to the metrics, the state it made is not saved, and the
- * run ends with KILN_ERR_NONFINITE. */
+static int step_finite(const step_result *res) {
+  return isfinite(res->loss) && isfinite(res->grad_norm) && res->finite == 1;
+}
+
+/* A step whose loss, gradient norm or new state is not finite: its line
+ * (nulls flagged; "state": null for the state) goes to the metrics, the
+ * state it made is not saved, and the run ends with KILN_ERR_NONFINITE. */
 static kiln_status diverged(run *r, train_summary *sum, const step_result *res) {
-  static const char *const names[3] = {"loss", "accuracy", "grad_norm"};
-  const double values[3] = {res->loss, res->accuracy, res->grad_norm};
-  kiln_status s = write_metrics(r, 3, names, values);
+  static const char *const names[4] = {"loss", "accuracy", "grad_norm", "state"};
+  const double values[4] = {res->loss, res->accuracy, res->grad_norm, NAN};
+  kiln_status s = write_metrics(r, res->finite == 1 ? 3 : 4, names, values);
   if (s) return s;
   char kept[1300] = "no checkpoint was saved before it";
   if (sum->checkpoint_step >= 0)
@@ -398,12 +404,15 @@ static kiln_status diverged(run *r, train_summary *sum, const step_result *res) 
   kiln_clear_error();
   int loss_bad = !isfinite(res->loss), norm_bad = !isfinite(res->grad_norm);
   return train_fail(KILN_ERR_NONFINITE,
-                    "step %lld: non-finite %s (loss %g, gradient norm %g); stopped without "
+                    "step %lld: non-finite %s (loss %g, gradient norm %g%s); stopped without "
                     "saving this state: %s (a smaller --lr may help)",
                     (long long)r->st.step,
-                    loss_bad && norm_bad ? "loss and gradient norm" : loss_bad ? "loss"
-                                                                               : "gradient norm",
-                    res->loss, res->grad_norm, kept);
+                    loss_bad && norm_bad ? "loss and gradient norm"
+                    : loss_bad           ? "loss"
+                    : norm_bad           ? "gradient norm"
+                                         : "parameters or optimizer state after the update",
+                    res->loss, res->grad_norm,
+                    res->finite == 1 ? "" : "; the updated state holds NaN or inf", kept);
 }
 
 /* After step `step`: a checkpoint due by step count or by time (epoch ends
@@ -455,7 +464,7 @@ static kiln_status train_epoch(run *r, train_summary *sum, progress *p) {
     if ((s = train_step(step, st, batch, &res))) break;
     if (res.spread > sum->replica_spread) sum->replica_spread = res.spread;
     st->step++;
-    if (!isfinite(res.loss) || !isfinite(res.grad_norm)) {
+    if (!step_finite(&res)) {
       s = diverged(r, sum, &res);
       break;
     }
