@@ -4,7 +4,8 @@
 // stopped mid-epoch and resumed from its checkpoint gives the same per-step
 // losses as an uninterrupted one (same keys, data order, params and adam
 // state); resuming a finished run trains no more; a missing data set is an
-// error naming the file. The CNN, reduced (conv 4, conv 8, dense 16), gives
+// error naming the file; resuming with another model is refused; a damaged
+// newest checkpoint falls back to an older one. The CNN, reduced (conv 4, conv 8, dense 16), gives
 // Flax's per-step losses on 1 and 2 devices (tests/golden/train_cnn.py).
 #include "test_train_support.h"
 
@@ -74,14 +75,57 @@ TEST_F(Train, MissingDataIsAnErrorNamingTheFile) {
       << train_last_error();
 }
 
-TEST_F(Train, ACheckpointOfAnotherModelIsRefused) {
+TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
   train_config c = config("other");
   c.max_steps = 3;
   ASSERT_EQ(train_run(&c, nullptr), KILN_OK) << train_last_error();
-  c.hidden[0] = 16;  // the checkpoint holds 32-wide layers
-  c.resume = 1;
-  EXPECT_EQ(train_run(&c, nullptr), KILN_ERR_TREE);
-  EXPECT_NE(std::string(train_last_error()).find("Dense_0"), std::string::npos)
+  c.hidden[0] = 16;  // the run recorded 32-wide layers
+  c.resume = TRAIN_RESUME;
+  train_summary s;
+  EXPECT_EQ(train_run(&c, &s), KILN_ERR_ARGUMENT);
+  EXPECT_EQ(s.outcome, TRAIN_REFUSED);
+  std::string says = "--model/--hidden is [16], but the run in " + std::string(c.out_dir) +
+                     " was started with [32]";
+  EXPECT_NE(std::string(train_last_error()).find(says), std::string::npos)
+      << train_last_error();
+}
+
+// Checkpoints at steps 5, 10 and 12: a damaged newest one, or a "latest"
+// naming a file that is gone, falls back to the newest that restores; when
+// none restores the error names the directory.
+TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
+  train_config c = config("fallback");
+  c.max_steps = 12;
+  c.checkpoint_every = 5;
+  train_summary s;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  EXPECT_EQ(s.checkpoint_step, 12);
+  std::string dir = c.out_dir;
+  auto path = [&dir](int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/checkpoint-%010d.safetensors", step);
+    return dir + name;
+  };
+  // cut the newest in half, as a disk that filled up might
+  std::ifstream in(path(12), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 100u);
+  std::ofstream(path(12), std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  c.resume = TRAIN_RESUME;
+  c.max_steps = 12;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  EXPECT_EQ(s.resumed_from, 10);
+  EXPECT_EQ(s.steps, 12);
+  EXPECT_EQ(s.checkpoint_step, 12);  // saved again, whole
+  // "latest" naming a file that is gone
+  ASSERT_EQ(std::remove(path(12).c_str()), 0);
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  EXPECT_EQ(s.resumed_from, 10);
+  // none that restores
+  for (int step : {5, 10, 12}) std::ofstream(path(step), std::ios::trunc) << "not a checkpoint";
+  EXPECT_EQ(train_run(&c, &s), KILN_ERR_IO);
+  EXPECT_NE(std::string(train_last_error()).find("no checkpoint in " + dir + " restores"),
+            std::string::npos)
       << train_last_error();
 }
 
@@ -125,6 +169,26 @@ TEST_F(Train, CnnMatchesFlaxOnOneAndTwoDevices) {
       EXPECT_NEAR(m[k].accuracy, golden[k].accuracy, 1e-6) << devices << " devices, step " << k;
     }
   }
+}
+
+// A learning rate that is inf in f32 (the library takes any finite double):
+// the first step's loss and gradient are finite, but the update makes the
+// params inf. The step's own check of its new state stops the run before
+// any checkpoint holds them.
+TEST_F(Train, AnUpdateThatOverflowsIsNotSaved) {
+  train_config c = config("overflow");
+  c.learning_rate = 1e39;
+  c.checkpoint_every = 1;
+  train_summary s;
+  EXPECT_EQ(train_run(&c, &s), KILN_ERR_NONFINITE);
+  EXPECT_EQ(s.outcome, TRAIN_DIVERGED);
+  EXPECT_EQ(s.checkpoint_step, -1);
+  EXPECT_NE(std::string(train_last_error())
+                .find("step 1: non-finite parameters or optimizer state after the update"),
+            std::string::npos)
+      << train_last_error();
+  std::ifstream latest(std::string(c.out_dir) + "/latest");
+  EXPECT_FALSE(latest.good()) << "a checkpoint was saved";
 }
 
 TEST_F(Train, ImagesTooSmallForTheConvsAreRefused) {

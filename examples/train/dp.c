@@ -58,12 +58,13 @@ static kiln_tree *checked_step(kiln_trace *t, const kiln_tree *args, void *user)
   kiln_tree *out = kiln_call(t, m->step_f, args);
   if (!out) return NULL;
   kiln_val *s = spread(t, kiln_tree_child(out, 0), kiln_scalar_f(t, 0.0));
-  kiln_tree *r = s ? kiln_tree_tuple(5, (kiln_tree *[]){kiln_tree_clone(kiln_tree_child(out, 0)),
-                                                        kiln_tree_clone(kiln_tree_child(out, 1)),
-                                                        kiln_tree_clone(kiln_tree_child(out, 2)),
-                                                        kiln_tree_clone(kiln_tree_child(out, 3)),
-                                                        kiln_tree_val(s)})
-                   : NULL;
+  enum { kOutputs = 6 }; /* the step's; the spread goes last */
+  kiln_tree *children[kOutputs + 1];
+  for (int i = 0; i < kOutputs; i++) children[i] = kiln_tree_clone(kiln_tree_child(out, (size_t)i));
+  children[kOutputs] = s ? kiln_tree_val(s) : NULL;
+  kiln_tree *r = s ? kiln_tree_tuple(kOutputs + 1, children) : NULL;
+  if (!s)
+    for (int i = 0; i < kOutputs; i++) kiln_tree_free(children[i]);
   kiln_tree_free(out);
   return r;
 }

@@ -14,7 +14,8 @@ typedef struct dp_step {
   kiln_sharding *batch;  /* [n, ...] split along axis 0 over them */
   kiln_func *body, *pm;
   /* step(params, opt_state, x u8[n,B/n,F], y u8[n,B/n]) -> (params,
-   * opt_state, loss[n], accuracy[n][, spread[n]]): model's step pmapped
+   * opt_state, loss[n], accuracy[n], grad_norm[n], finite[n][, spread[n]]): model's step
+   * pmapped
    * over the devices, params and opt_state replicated as kiln_replicate
    * lays them out ([n, ...]) and donated. spread (with check_replicas): the
    * largest difference of any parameter between two devices. */

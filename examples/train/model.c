@@ -101,7 +101,27 @@ static kiln_tree *loss_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_tuple(2, (kiln_tree *[]){kiln_tree_val(loss), kiln_tuple_of(1, &acc)});
 }
 
-/* step(params, opt_state, x, y) -> (params, opt_state, loss, accuracy) */
+/* 1 when every element of every float leaf of tree is finite, else 0 (f32;
+ * jnp.all(jnp.isfinite(leaf)) over the leaves, min'd into acc). */
+static kiln_val *all_finite(kiln_trace *t, const kiln_tree *tree, kiln_val *acc) {
+  const kiln_leaf *leaf = kiln_tree_leaf_get(tree);
+  if (leaf && leaf->kind == KILN_LEAF_VAL) {
+    if (!kiln_dtype_is_float(kiln_val_dtype(leaf->u.val))) return acc; /* adam's count */
+    kiln_val *ok = kiln_convert(t, kiln_is_finite(t, leaf->u.val), KILN_F32);
+    kiln_val *all = kiln_amin(t, ok, KILN_ALL_AXES, NULL, 0);
+    return acc ? kiln_min(t, acc, all) : all;
+  }
+  for (size_t i = 0; i < kiln_tree_num_children(tree); i++)
+    acc = all_finite(t, kiln_tree_child(tree, i), acc);
+  return acc;
+}
+
+/* step(params, opt_state, x, y) -> (params, opt_state, loss, accuracy,
+ * grad_norm, finite): optax.global_norm of the (averaged) gradients, and 1
+ * when the new params and optimizer state are all finite (a finite loss
+ * and gradient can still make an update that overflows), for the host's
+ * check before anything saves that state; reductions over values the step
+ * computes anyway. */
 static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   const model *m = user;
   const kiln_tree *params = kiln_tree_child(args, 0), *state = kiln_tree_child(args, 1);
@@ -121,6 +141,7 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
     loss = kiln_pmean(t, loss, m->axis);
     acc = kiln_pmean(t, acc, m->axis);
   }
+  kiln_val *norm = grads ? kiln_global_norm(t, grads) : NULL;
   kiln_tree *new_state = NULL;
   kiln_tree *updates =
       grads ? kiln_optim_update(t, &m->opt, grads, state, params, &new_state) : NULL;
@@ -128,13 +149,17 @@ static kiln_tree *step_fn(kiln_trace *t, const kiln_tree *args, void *user) {
   kiln_tree *new_params = updates ? kiln_apply_updates(t, params, updates) : NULL;
   kiln_tree_free(updates);
   kiln_tree_free(out);
-  if (!new_params || !new_state || !loss || !acc) {
+  kiln_val *finite = new_params && new_state
+                         ? all_finite(t, new_state, all_finite(t, new_params, NULL))
+                         : NULL;
+  if (!new_params || !new_state || !loss || !acc || !norm || !finite) {
     kiln_tree_free(new_params);
     kiln_tree_free(new_state);
     return NULL;
   }
-  return kiln_tree_tuple(
-      4, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss), kiln_tree_val(acc)});
+  return kiln_tree_tuple(6, (kiln_tree *[]){new_params, new_state, kiln_tree_val(loss),
+                                            kiln_tree_val(acc), kiln_tree_val(norm),
+                                            kiln_tree_val(finite)});
 }
 
 /* eval(params, x, y) -> (loss of each example, 1.0 where it is classified

@@ -20,7 +20,8 @@ typedef struct model {
   const char *axis;
   kiln_func *init_f, *loss_f, *vg_f, *step_f, *eval_f, *split_f;
   /* init(key) -> (params, opt_state)
-   * step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state, loss, accuracy),
+   * step(params, opt_state, x u8[B,F], y u8[B]) -> (params, opt_state, loss, accuracy,
+   *   grad_norm, finite: 1 when the new params and opt_state are all finite),
    *   params and opt_state donated
    * eval(params, x, y) -> (loss of each example f32[B], 1 where right f32[B]),
    *   jitted by dp.c under pmap and pad_shard_unpad

@@ -1,4 +1,4 @@
-/* Progress bar, periodic lines and the metrics file. */
+/* Progress bar and periodic lines. */
 #define _POSIX_C_SOURCE 200809L
 #include "progress.h"
 
@@ -76,32 +76,4 @@ void progress_eval(progress *p, int64_t step, double test_loss, double test_accu
           p->tty ? "\r\033[K" : "", epoch, (long long)step, test_loss, 100 * test_accuracy,
           progress_examples_per_s(p));
   fflush(p->out);
-}
-
-/* The "step" field of a metrics line, or -1. */
-static long long line_step(const char *line) {
-  const char *s = strstr(line, "\"step\":");
-  return s ? strtoll(s + 7, NULL, 10) : -1;
-}
-
-FILE *metrics_open(const char *path, int64_t keep_until_step) {
-  char *kept = NULL;
-  size_t kept_len = 0;
-  if (keep_until_step >= 0) {
-    FILE *old = fopen(path, "r");
-    if (old) {
-      FILE *mem = open_memstream(&kept, &kept_len);
-      char *line = NULL;
-      size_t cap = 0;
-      while (mem && getline(&line, &cap, old) > 0)
-        if (line_step(line) >= 0 && line_step(line) <= keep_until_step) fputs(line, mem);
-      free(line);
-      fclose(old);
-      if (mem) fclose(mem);
-    }
-  }
-  FILE *f = fopen(path, "w");
-  if (f && kept_len) fwrite(kept, 1, kept_len, f);
-  free(kept);
-  return f;
 }

@@ -1,5 +1,5 @@
 /* Progress output: a redrawn bar on a terminal, plain periodic lines
- * otherwise; and the metrics file (JSON lines). */
+ * otherwise. */
 #ifndef KILN_EXAMPLE_TRAIN_PROGRESS_H
 #define KILN_EXAMPLE_TRAIN_PROGRESS_H
 
@@ -26,10 +26,5 @@ void progress_step(progress *p, int64_t step, double loss, double accuracy);
 /* After an evaluation: ends the bar's line and prints the epoch's summary. */
 void progress_eval(progress *p, int64_t step, double test_loss, double test_accuracy);
 double progress_examples_per_s(const progress *p);
-
-/* Opens out_dir/metrics.jsonl: truncated for a fresh run; for a resumed one
- * the lines past `keep_until_step` are dropped (they belong to steps that
- * will be redone). NULL on failure, with errno. */
-FILE *metrics_open(const char *path, int64_t keep_until_step);
 
 #endif

@@ -1,0 +1,227 @@
+/* Checkpoint files, the "latest" pointer, pruning and the fall-back on
+ * resume. */
+#define _POSIX_C_SOURCE 200809L
+#include "checkpoints.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train.h"
+
+static void ckpt_name(int64_t step, char *buf, size_t cap) {
+  snprintf(buf, cap, "checkpoint-%010lld.safetensors", (long long)step);
+}
+
+/* The step of a checkpoint file's name, or -1 for any other name. */
+static int64_t name_step(const char *name) {
+  static const char head[] = "checkpoint-", tail[] = ".safetensors";
+  size_t n = strlen(name), h = sizeof head - 1, t = sizeof tail - 1;
+  if (n != h + 10 + t || strncmp(name, head, h) || strcmp(name + h + 10, tail)) return -1;
+  int64_t step = 0;
+  for (size_t i = h; i < h + 10; i++) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+static int newest_first(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int64_t *ckpt_list(const char *dir, size_t *n) {
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  int64_t *steps = NULL;
+  size_t cap = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    int64_t step = name_step(e->d_name);
+    if (step < 0) continue;
+    if (*n == cap) {
+      int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+      if (!grown) break;
+      steps = grown;
+    }
+    steps[(*n)++] = step;
+  }
+  closedir(d);
+  if (steps) qsort(steps, *n, sizeof *steps, newest_first);
+  return steps;
+}
+
+kiln_tree *train_host_leaf(kiln_device *dev, const kiln_host_data *d) {
+  kiln_array *a = NULL;
+  if (kiln_host_data_to_array(d, dev, &a)) return NULL;
+  kiln_tree *t = kiln_tree_array(a);
+  kiln_array_release(a);
+  return t;
+}
+
+kiln_tree *train_key_leaf(kiln_device *dev, const uint32_t key[2]) {
+  kiln_host_data d = {.dtype = KILN_U32, .rank = 1, .shape = {2}, .data = (void *)key, .nbytes = 8};
+  return train_host_leaf(dev, &d);
+}
+
+kiln_status train_read_leaf(const kiln_tree *t, void *dst, size_t size) {
+  kiln_array *a = kiln_tree_leaf_array(t);
+  return a ? kiln_array_to_host(a, dst, size) : KILN_ERR_TREE;
+}
+
+static kiln_tree *f64_leaf(kiln_device *dev, int rank, int64_t n, const double *v) {
+  kiln_host_data d = {.dtype = KILN_F64, .rank = rank, .shape = {n}, .data = (void *)v,
+                      .nbytes = (size_t)n * sizeof *v};
+  return train_host_leaf(dev, &d);
+}
+
+/* The checkpoint's tree, with these params and opt_state (taken). */
+static kiln_tree *state_tree(kiln_device *dev, const train_state *st, kiln_tree *params,
+                             kiln_tree *opt_state) {
+  int64_t step = st->step;
+  kiln_host_data step_leaf = {.dtype = KILN_I64, .rank = 0, .data = &step, .nbytes = 8};
+  const char *keys[6] = {"key", "opt_state", "params", "step", "time", "window"};
+  return kiln_tree_dict(6, keys,
+                        (kiln_tree *[]){train_key_leaf(dev, st->key), opt_state, params,
+                                        train_host_leaf(dev, &step_leaf),
+                                        f64_leaf(dev, 0, 1, &st->time),
+                                        f64_leaf(dev, 1, WINDOW_N, st->window)});
+}
+
+/* dir/latest <- name, atomically and durably. */
+static kiln_status write_pointer(const char *dir, const char *name) {
+  char path[1200], line[80];
+  snprintf(path, sizeof path, "%s/%s", dir, CKPT_POINTER);
+  snprintf(line, sizeof line, "%s\n", name);
+  return train_write_atomic(path, line);
+}
+
+/* Removes the checkpoints past st's step and all but the newest `keep`. */
+static void prune(const char *dir, int keep, int64_t step) {
+  size_t n;
+  int64_t *steps = ckpt_list(dir, &n);
+  int kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (steps[i] <= step && kept < keep) {
+      kept++;
+      continue;
+    }
+    char name[64], path[1200];
+    ckpt_name(steps[i], name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) && errno != ENOENT)
+      fprintf(stderr, "train: warning: removing %s: %s\n", path, strerror(errno));
+  }
+  free(steps);
+}
+
+kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_state *st,
+                      int replicated, char *path, size_t cap) {
+  char name[64];
+  ckpt_name(st->step, name, sizeof name);
+  snprintf(path, cap, "%s/%s", dir, name);
+  kiln_tree *params = NULL, *opt_state = NULL;
+  kiln_status s = KILN_OK;
+  if (!replicated) {
+    params = kiln_tree_clone(st->params);
+    opt_state = kiln_tree_clone(st->opt_state);
+  } else if (!(s = kiln_unreplicate(st->params, &params))) {
+    s = kiln_unreplicate(st->opt_state, &opt_state);
+  }
+  kiln_tree *t = s ? NULL : state_tree(dev, st, params, opt_state);
+  if (s) kiln_tree_free(params);
+  if (!s) s = t ? kiln_checkpoint_save(path, t) : KILN_ERR_ARGUMENT;
+  kiln_tree_free(t);
+  if (s) return train_fail(s, "saving %s", path);
+  if ((s = write_pointer(dir, name))) return s;
+  prune(dir, keep, st->step);
+  return KILN_OK;
+}
+
+/* Restores path into st when it holds the step its name says. */
+static kiln_status restore_file(const char *path, int64_t step, kiln_device *dev,
+                                train_state *st) {
+  kiln_tree *expected = state_tree(dev, st, kiln_tree_clone(st->params),
+                                   kiln_tree_clone(st->opt_state)),
+            *got = NULL;
+  kiln_status s = expected ? kiln_checkpoint_restore(path, expected, dev, &got) : KILN_ERR_ARGUMENT;
+  kiln_tree_free(expected);
+  if (s) return train_fail(s, "restoring %s", path);
+  train_state r = *st;
+  r.params = kiln_tree_clone(kiln_tree_get(got, "params"));
+  r.opt_state = kiln_tree_clone(kiln_tree_get(got, "opt_state"));
+  if (!(s = train_read_leaf(kiln_tree_get(got, "key"), r.key, 8)) &&
+      !(s = train_read_leaf(kiln_tree_get(got, "step"), &r.step, 8)) &&
+      !(s = train_read_leaf(kiln_tree_get(got, "time"), &r.time, 8)))
+    s = train_read_leaf(kiln_tree_get(got, "window"), r.window, sizeof r.window);
+  kiln_tree_free(got);
+  if (!s && r.step != step) {
+    kiln_clear_error();
+    s = train_fail(KILN_ERR_TREE, "restoring %s: it holds step %lld", path, (long long)r.step);
+  } else if (s || !r.params || !r.opt_state) {
+    s = train_fail(s ? s : KILN_ERR_TREE, "restoring %s", path);
+  }
+  if (s) {
+    kiln_tree_free(r.params);
+    kiln_tree_free(r.opt_state);
+    return s;
+  }
+  kiln_tree_free(st->params);
+  kiln_tree_free(st->opt_state);
+  *st = r;
+  return KILN_OK;
+}
+
+/* The step of the file "latest" names, or -1 (none, or not a checkpoint's
+ * name). */
+static int64_t pointer_step(const char *dir) {
+  char path[1200], line[128] = "";
+  snprintf(path, sizeof path, "%s/%s", dir, CKPT_POINTER);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  line[strcspn(line, "\n")] = 0;
+  int64_t step = ok ? name_step(line) : -1;
+  if (step < 0)
+    fprintf(stderr, "train: warning: %s does not name a checkpoint ('%s')\n", path, line);
+  return step;
+}
+
+kiln_status ckpt_restore(const char *dir, kiln_device *dev, train_state *st, int *found,
+                         char *path, size_t cap) {
+  size_t n;
+  int64_t *steps = ckpt_list(dir, &n), first = pointer_step(dir);
+  *found = 0;
+  kiln_status s = KILN_OK;
+  char why[1024] = ""; /* the first failure */
+  /* the pointer's file first, then the others newest first */
+  for (size_t i = 0; i <= n; i++) {
+    int64_t step = i == 0 ? first : steps[i - 1];
+    if (step < 0 || (i > 0 && step == first)) continue;
+    char name[64];
+    ckpt_name(step, name, sizeof name);
+    snprintf(path, cap, "%s/%s", dir, name);
+    if (i == 0 && access(path, F_OK)) {
+      fprintf(stderr, "train: warning: %s/%s names %s, which is missing\n", dir, CKPT_POINTER,
+              name);
+      continue;
+    }
+    if (!(s = restore_file(path, step, dev, st))) {
+      *found = 1;
+      break;
+    }
+    fprintf(stderr, "train: warning: passing over %s\n", train_last_error());
+    if (!*why) snprintf(why, sizeof why, "%s", train_last_error());
+  }
+  free(steps);
+  if (!*found && s) {
+    kiln_clear_error();
+    return train_fail(KILN_ERR_IO, "no checkpoint in %s restores (the newest: %s)", dir, why);
+  }
+  return KILN_OK;
+}
