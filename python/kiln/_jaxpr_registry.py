@@ -1,0 +1,121 @@
+"""Every primitive JAX defines, as the translator sees it: translated, or
+refused with a reason, either because kiln's IR cannot express it
+(KilnLacks) or because the translator does not map it yet (TranslatorLacks).
+
+The list is JAX's own: the Primitive objects that exist once JAX's modules
+are imported (found by walking those modules), not a list of examples.
+
+    python3 -m kiln._jaxpr_registry      # prints the table"""
+import gc
+import importlib
+
+from ._jaxpr_text import KilnLacks, TranslatorLacks
+
+# Modules that define primitives (missing ones are skipped: JAX moves them).
+MODULES = """jax._src.lax.lax jax._src.lax.slicing jax._src.lax.control_flow.loops
+jax._src.lax.control_flow.conditionals jax._src.lax.control_flow.for_loop
+jax._src.lax.control_flow.solves jax._src.lax.windowed_reductions jax._src.lax.convolution
+jax._src.lax.parallel jax._src.lax.linalg jax._src.lax.fft jax._src.lax.special jax._src.lax.ann
+jax._src.lax.other jax._src.lax.utils jax._src.prng jax._src.random jax._src.ad_util jax._src.pjit
+jax._src.core jax._src.custom_derivatives jax._src.custom_transpose jax._src.ad_checkpoint
+jax._src.dispatch jax._src.callback jax._src.debugging jax._src.interpreters.ad
+jax._src.state.primitives jax._src.state.discharge jax._src.shard_map jax._src.lax.parallel
+jax._src.numpy.ufuncs jax._src.nn.functions jax._src.cudnn.fused_attention_stablehlo
+jax._src.lax.control_flow.common jax._src.checkify jax._src.api""".split()
+
+_LINALG = "kiln lacks linear-algebra decompositions and solves"
+_COMPLEX = "kiln lacks complex numbers"
+_STATE = "kiln lacks mutable array references (jax's state primitives)"
+_COLLECTIVE = ("kiln has this collective, but the translator maps no shard_map/pmap yet "
+               "(kiln.jit runs single-device programs)")
+# What kiln's IR cannot express, by primitive name.
+KILN_LACKS = {
+    "fft": "kiln lacks FFTs",
+    **{n: _LINALG for n in """cholesky cholesky_update eig eigh lu lu_pivots_to_permutation qr
+       householder_product svd triangular_solve tridiagonal tridiagonal_solve schur hessenberg
+       geqrf geqp3 orgqr symmetric_product custom_linear_solve""".split()},
+    **{n: _COMPLEX for n in "real imag complex conj".split()},
+    **{n: f"kiln lacks the special function {n}" for n in """igamma igammac igamma_grad_a
+       random_gamma_grad bessel_i0e bessel_i1e bessel_i1 bessel_i0 polygamma zeta
+       regularized_incomplete_beta""".split()},
+    "clz": "kiln lacks count-leading-zeros",
+    "reduce_xor": "kiln lacks reduce_xor",
+    "rng_bit_generator": "kiln lacks rng_bit_generator (XLA's RBG/Philox generators); "
+                         "threefry2x32 keys, JAX's default, work",
+    "rng_uniform": "kiln lacks rng_uniform (XLA's stateful generator)",
+    **{n: _STATE for n in "get swap addupdate run_state ref mutable_array freeze array_ref "
+                         "ref_get ref_swap ref_addupdate empty_ref".split()},
+    "ragged_dot_general": "kiln lacks ragged dots",
+    "ragged_all_to_all": "kiln lacks ragged collectives",
+    "dot_product_attention_fwd": "kiln lacks cuDNN's fused attention",
+    "dot_product_attention_bwd": "kiln lacks cuDNN's fused attention",
+}
+# What kiln has but the translator does not map yet, with why.
+TRANSLATOR_LACKS = {
+    **{n: _COLLECTIVE for n in """psum pmax pmin pmean all_gather all_gather_invariant
+       reduce_scatter psum_scatter ppermute all_to_all axis_index pbroadcast pvary
+       psum_invariant pcast shard_map xla_pmap""".split()},
+    "debug_callback": "kiln has debug_print/host_callback; the translator does not map "
+                      "Python callbacks yet",
+    "pure_callback": "kiln has host_callback; the translator does not map Python callbacks yet",
+    "io_callback": "kiln has host_callback; the translator does not map Python callbacks yet",
+    "approx_top_k": "kiln has top_k; the translator does not map approx_top_k yet",
+    "select_and_scatter": "kiln has select_and_scatter_add only (max-pool's gradient)",
+}
+
+
+def _walk():
+    """{name: primitive} of every Primitive in JAX's modules."""
+    from jax._src import core
+    for m in MODULES:
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 -- JAX moves modules between versions
+            pass
+    prims = {}
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, core.Primitive):
+                prims.setdefault(obj.name, obj)
+        except ReferenceError:
+            continue
+    return prims
+
+
+def coverage():
+    """{name: (status, reason)}: status 'translated', 'kiln lacks' or
+    'translator lacks', for every primitive JAX defines."""
+    from ._jaxpr import RULES
+    table = {}
+    for name in sorted(_walk()):
+        if name in RULES:
+            table[name] = ("translated", "")
+        elif name in KILN_LACKS:
+            table[name] = ("kiln lacks", KILN_LACKS[name])
+        else:
+            table[name] = ("translator lacks", TRANSLATOR_LACKS.get(
+                name, "no translation rule yet"))
+    return table
+
+
+def refusal(name, where):
+    """The exception for a primitive with no rule."""
+    if name in KILN_LACKS:
+        return KilnLacks(f"{KILN_LACKS[name]}: primitive {name!r} cannot run in kiln "
+                         f"(equation: {where})")
+    why = TRANSLATOR_LACKS.get(name, "kiln.jit's translator has no rule for it yet")
+    return TranslatorLacks(f"the translator lacks primitive {name!r}: {why} (equation: {where})")
+
+
+def main():
+    table = coverage()
+    width = max(map(len, table))
+    for status in ("translated", "kiln lacks", "translator lacks"):
+        names = [n for n, (st, _) in table.items() if st == status]
+        print(f"## {status} ({len(names)})")
+        for n in names:
+            print(f"  {n:<{width}}  {table[n][1]}".rstrip())
+
+
+if __name__ == "__main__":
+    main()

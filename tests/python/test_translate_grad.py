@@ -1,0 +1,115 @@
+"""kiln.jit of JAX's training programs: jax.grad/value_and_grad (add_any),
+custom_jvp/custom_vjp functions (their primal under a jaxpr JAX has
+differentiated already), jax.checkpoint, and a Flax CNN's train step with
+optax.adam, compared with jax.jit by value."""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp, lax = jax.numpy, jax.lax
+import kiln  # noqa: E402
+from jaxcmp import assert_matches_jax  # noqa: E402
+from translate_cases import run_group  # noqa: E402
+
+rng = np.random.default_rng(3)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@jax.custom_vjp
+def clip_grad(x):
+    return x
+
+
+clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.1, 0.1),))
+
+
+@jax.custom_jvp
+def soft(x):
+    return jnp.log1p(jnp.exp(x))
+
+
+soft.defjvp(lambda p, t: (soft(p[0]), t[0] * jax.nn.sigmoid(p[0])))
+
+
+def test_grads_of_losses():
+    w, b, x, y = f32(4, 3), f32(3), f32(5, 4), f32(5, 3)
+
+    def mlp_loss(w, b, x, y):
+        h = jax.nn.gelu(x @ w + b)
+        return jnp.mean((jax.nn.log_softmax(h) - y) ** 2) + 0.01 * jnp.sum(w * w)
+
+    def layernorm_loss(x):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return jnp.sum(jnp.tanh((x - mu) * lax.rsqrt(var + 1e-5)))
+
+    remat = jax.checkpoint(lambda w, x: jnp.sin(x @ w) * (x @ w))
+    run_group({
+        "value_and_grad": (jax.value_and_grad(mlp_loss, argnums=(0, 1)), [w, b, x, y]),
+        "layernorm": (jax.grad(layernorm_loss), [x]),
+        "custom_rules": (jax.grad(lambda x: jnp.sum(clip_grad(x) ** 3 + soft(x) + jax.nn.relu(x)
+                                                    + jax.nn.softplus(x) + jax.nn.silu(x))), [x]),
+        "custom_forward": (lambda x: (clip_grad(x), soft(x), jax.nn.relu(x)), [x]),
+        "checkpoint": (jax.grad(lambda w, x: jnp.sum(remat(w, x)), argnums=(0, 1)), [w, x]),
+        "scan_grad": (jax.grad(lambda w, xs: lax.scan(lambda c, v: (jnp.tanh(c @ w + v), None),
+                                                      jnp.zeros(4), xs)[0].sum()),
+                      [f32(4, 4), f32(6, 4)]),
+        "hessian_vector": (lambda x, v: jax.jvp(jax.grad(lambda z: jnp.sum(jnp.sin(z) * z)),
+                                                 (x,), (v,)), [x, f32(5, 4)]),
+    })
+
+
+def test_bf16_layers():
+    x = f32(4, 16).astype(jnp.bfloat16)
+    g = np.ones(16, jnp.bfloat16)
+
+    def layernorm(x, g):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) * lax.rsqrt(var + 1e-5) * g
+
+    run_group({
+        "layers": (lambda x, g: (layernorm(x, g), jax.nn.gelu(x), jax.nn.softmax(x),
+                                 jax.nn.gelu(x, approximate=False)), [x, g]),
+        "grad": (jax.grad(lambda x: jnp.sum(jax.nn.softmax(x.astype(jnp.float32)) * 3.0)), [x]),
+    })
+
+
+def test_flax_cnn_train_step_with_adam():
+    nn = pytest.importorskip("flax.linen")
+    optax = pytest.importorskip("optax")
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(8, (3, 3))(x))
+            x = nn.max_pool(x, (2, 2), (2, 2))
+            x = nn.relu(nn.Conv(8, (3, 3), strides=(2, 2))(x))
+            x = nn.avg_pool(x, (2, 2), padding="SAME")
+            x = nn.LayerNorm()(x.reshape(x.shape[0], -1))
+            return nn.Dense(10)(x)
+
+    x = f32(4, 12, 12, 3)
+    labels = np.array([1, 3, 5, 7], np.int32)
+    model = CNN()
+    params = model.init(jax.random.PRNGKey(0), x)
+    tx = optax.adam(1e-2)
+    opt_state = tx.init(params)
+
+    def step(params, opt_state, x, labels):
+        def loss_fn(p):
+            logits = model.apply(p, x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    kstep, jstep = kiln.jit(step), jax.jit(step)
+    kp, ko, jp, jo = params, opt_state, params, opt_state
+    for _ in range(3):  # the state carried through kiln's outputs
+        kp, ko, kl = kstep(kp, ko, x, labels)
+        jp, jo, jl = jstep(jp, jo, x, labels)
+        assert_matches_jax((kp, kl), (jp, jl))
