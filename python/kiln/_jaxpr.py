@@ -90,9 +90,12 @@ class _Scope:
 
     def emit_value(self, prim, params, ins, aval):
         """An intermediate equation of a lowering: returns its result's name."""
-        name, binder = self.new_var(aval)
-        self.lines.append(f"{binder} = {prim}{params_text(params)} {' '.join(ins)}")
-        return name
+        return self.emit_values(prim, params, ins, [aval])[0]
+
+    def emit_values(self, prim, params, ins, avals):
+        names, binders = zip(*[self.new_var(a) for a in avals])
+        self.lines.append(f"{' '.join(binders)} = {prim}{params_text(params)} {' '.join(ins)}")
+        return names
 
     def bind_out(self, var, atom):
         if not isinstance(var, jcore.DropVar):

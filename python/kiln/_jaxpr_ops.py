@@ -153,6 +153,94 @@ def _split(tr, s, eqn, ins, where):
                          "strides": ints([1] * len(shape))}, ins, [out])
 
 
+def _stack(tr, s, eqn, ins, where):
+    """stack: each operand reshaped with a 1 at axis, then concatenated."""
+    axis = int(eqn.params["axis"])
+    pieces = []
+    for x, v in zip(ins, eqn.invars):
+        logical = tuple(v.aval.shape[:axis]) + (1,) + tuple(v.aval.shape[axis:])
+        piece = v.aval.update(shape=logical)
+        pieces.append(s.emit_value("reshape", {"new_sizes": ints(physical_shape(piece))}, [x],
+                                   piece))
+    s.emit("concatenate", {"dimension": str(axis)}, pieces, eqn.outvars)
+
+
+def _unstack(tr, s, eqn, ins, where):
+    """unstack: a slice per index along axis, that axis reshaped away."""
+    axis = int(eqn.params["axis"])
+    aval = eqn.invars[0].aval
+    shape = physical_shape(aval)
+    piece = aval.update(shape=tuple(aval.shape[:axis]) + (1,) + tuple(aval.shape[axis + 1:]))
+    for i, out in enumerate(eqn.outvars):
+        lo, hi = [0] * len(shape), list(shape)
+        lo[axis], hi[axis] = i, i + 1
+        part = s.emit_value("slice", {"start_indices": ints(lo), "limit_indices": ints(hi),
+                                      "strides": ints([1] * len(shape))}, ins, piece)
+        s.emit("reshape", {"new_sizes": ints(physical_shape(out.aval))}, [part], [out])
+
+
+def _tile(tr, s, eqn, ins, where):
+    """tile: broadcast to (r0, s0, r1, s1, ...), then merge each pair."""
+    aval = eqn.invars[0].aval
+    if is_key(aval):
+        raise TranslatorLacks(f"the translator lacks tile of PRNG keys ({where})")
+    reps = tuple(int(r) for r in eqn.params["reps"])
+    shape = tuple(aval.shape)
+    if len(reps) < len(shape):
+        reps = (1,) * (len(shape) - len(reps)) + reps
+    shape = (1,) * (len(reps) - len(shape)) + shape
+    x = ins[0]
+    if len(shape) != len(aval.shape):
+        x = s.emit_value("reshape", {"new_sizes": ints(shape)}, [x], aval.update(shape=shape))
+    pairs = tuple(k for r, d in zip(reps, shape) for k in (r, d))
+    b = s.emit_value("broadcast_in_dim", {"shape": ints(pairs), "broadcast_dimensions": ints(
+        range(1, 2 * len(shape), 2))}, [x], aval.update(shape=pairs))
+    s.emit("reshape", {"new_sizes": ints(eqn.outvars[0].aval.shape)}, [b], eqn.outvars)
+
+
+def _zeros(tr, s, eqn, ins, where):
+    """empty/empty2/zeros_like: zeros (empty's contents are unspecified)."""
+    out = eqn.outvars[0]
+    if is_key(out.aval):
+        raise TranslatorLacks(f"the translator lacks {eqn.primitive.name} of PRNG keys ({where})")
+    zero = s.literal(0, out.aval.update(shape=(), weak_type=False))
+    if out.aval.shape:
+        s.emit("broadcast_in_dim", {"shape": ints(out.aval.shape), "broadcast_dimensions": "()"},
+               [zero], [out])
+    else:
+        s.bind_out(out, zero)
+
+
+def _last(tr, s, eqn, ins, where):
+    s.bind_out(eqn.outvars[0], ins[-1])  # tie(x, y) is y
+
+
+def _nothing(tr, s, eqn, ins, where):
+    pass  # dce_sink: a use, no value
+
+
+def _approx_top_k(tr, s, eqn, ins, where):
+    """approx_max_k/approx_min_k, computed exactly (as JAX does off TPU):
+    top_k along the last axis, of the negation for min."""
+    p = eqn.params
+    aval = eqn.invars[0].aval
+    dim = int(p["reduction_dimension"]) % len(aval.shape)
+    if dim != len(aval.shape) - 1 or p.get("reduction_input_size_override", -1) not in (-1, None) \
+            or not p.get("aggregate_to_topk", True):
+        raise TranslatorLacks(f"the translator lacks approx_top_k other than over the last axis, "
+                              f"aggregated ({where})")
+    k = str(int(p["k"]))
+    axis = str(dim)
+    if p["is_max_k"]:
+        s.emit("top_k", {"k": k, "axis": axis}, ins, eqn.outvars)
+        return
+    neg = s.emit_value("neg", {}, ins, aval)
+    vals, idx = eqn.outvars
+    v, i = s.emit_values("top_k", {"k": k, "axis": axis}, [neg], [vals.aval, idx.aval])
+    s.emit("neg", {}, [v], [vals])
+    s.bind_out(idx, i)
+
+
 def _dot_general(tr, s, eqn, ins, where):
     check_params(eqn, {"dimension_numbers", "preferred_element_type", "out_sharding"}, where)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -286,6 +374,14 @@ RULES.update({
     "concatenate": _simple({"dimension": str}),
     "pad": _pad,
     "split": _split,
+    "stack": _stack,
+    "unstack": _unstack,
+    "tile": _tile,
+    "empty": _zeros, "empty2": _zeros, "zeros_like": _zeros,
+    "tie": _last, "dce_sink": _nothing, "approx_top_k": _approx_top_k,
+    # placement and naming, the identity on one device
+    "name": _identity, "sharding_constraint": _identity, "reshard": _identity,
+    "layout_constraint": _identity, "shard_alike": _identity, "device_put": _identity,
     "iota": _iota,
     "gather": _gather,
     "scatter": _scatter, "scatter-add": _scatter, "scatter_add": _scatter,

@@ -59,7 +59,6 @@ TRANSLATOR_LACKS = {
                       "Python callbacks yet",
     "pure_callback": "kiln has host_callback; the translator does not map Python callbacks yet",
     "io_callback": "kiln has host_callback; the translator does not map Python callbacks yet",
-    "approx_top_k": "kiln has top_k; the translator does not map approx_top_k yet",
     "select_and_scatter": "kiln has select_and_scatter_add only (max-pool's gradient)",
 }
 
