@@ -142,8 +142,13 @@ class _Translator:
         if rule is None:
             from ._jaxpr_registry import refusal
             raise refusal(name, where)
-        ins = [s.atom(x) for x in eqn.invars]
-        return rule(self, s, eqn, ins, where)
+        try:
+            ins = [s.atom(x) for x in eqn.invars]
+            return rule(self, s, eqn, ins, where)
+        except UnsupportedPrimitive as e:
+            if "(equation" in str(e) or f"({where})" in str(e):
+                raise
+            raise type(e)(f"{e} (equation: {where})") from None
 
     def inline(self, s, eqn, body, where, invars=None):
         """Writes body's equations into s in place of eqn (a call)."""

@@ -9,7 +9,7 @@ from ._jaxpr_text import TranslatorLacks, boolean
 # applied the custom rules (kiln.jit(jax.grad(f))).
 CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-         "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
+         "custom_vjp_call_jaxpr": "fun_jaxpr", "custom_jvp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
          "checkpoint": "jaxpr", "call": "call_jaxpr", "composite": "jaxpr",
          "compute_on": "jaxpr", "custom_vmap_call": "call"}
 

@@ -320,7 +320,7 @@ def _gather(tr, s, eqn, ins, where):
         "unique_indices": boolean(p["unique_indices"])}, ins, eqn.outvars)
 
 
-def _scatter(tr, s, eqn, ins, where):
+def _scatter(tr, s, eqn, ins, where, prim=None):
     p, name = eqn.params, eqn.primitive.name
     check_params(eqn, {"dimension_numbers", "indices_are_sorted", "mode", "unique_indices",
                        "update_jaxpr", "update_consts"}, where)
@@ -333,11 +333,17 @@ def _scatter(tr, s, eqn, ins, where):
         if body.eqns or list(body.outvars) != list(body.invars[1:2]):
             raise TranslatorLacks(f"the translator lacks scatter with a custom update "
                                   f"computation ({where})")
-    s.emit(name.replace("scatter_", "scatter-"), {
+    s.emit(prim or name.replace("scatter_", "scatter-"), {
         "dimension_numbers": _dimension_numbers("ScatterDimensionNumbers", _SCATTER_FIELDS,
                                                 p["dimension_numbers"]),
         "indices_are_sorted": boolean(p["indices_are_sorted"]), "mode": _mode(p["mode"], where),
         "unique_indices": boolean(p["unique_indices"])}, ins, eqn.outvars)
+
+
+def _scatter_sub(tr, s, eqn, ins, where):
+    """scatter-sub: scatter-add of the negated updates."""
+    neg = s.emit_value("neg", {}, [ins[2]], eqn.invars[2].aval)
+    _scatter(tr, s, eqn, ins[:2] + [neg], where, prim="scatter-add")
 
 
 def _iota(tr, s, eqn, ins, where):
@@ -386,7 +392,7 @@ RULES.update({
     "gather": _gather,
     "scatter": _scatter, "scatter-add": _scatter, "scatter_add": _scatter,
     "scatter-mul": _scatter, "scatter_mul": _scatter, "scatter-min": _scatter,
-    "scatter_min": _scatter, "scatter-max": _scatter, "scatter_max": _scatter,
+    "scatter_min": _scatter, "scatter-sub": _scatter_sub, "scatter_sub": _scatter_sub, "scatter-max": _scatter, "scatter_max": _scatter,
     "reduce_sum": _simple(_axes), "reduce_max": _simple(_axes), "reduce_min": _simple(_axes),
     "reduce_prod": _simple(_axes), "reduce_and": _simple(_axes), "reduce_or": _simple(_axes),
     "reduce": _reduce,

@@ -46,6 +46,22 @@ KILN_LACKS = {
     **{n: _STATE for n in "get swap addupdate run_state ref mutable_array freeze array_ref "
                          "ref_get ref_swap ref_addupdate empty_ref".split()},
     "ragged_dot_general": "kiln lacks ragged dots",
+    **{n: "kiln has only the threefry2x32 PRNG (JAX's default)" for n in
+       "threefry4x32 philox2x32 philox4x32".split()},
+    **{n: "kiln lacks symbolic (shape-polymorphic) dimensions" for n in
+       "dim_as_value dimension_size shape_assertion eq_to le_to lt_to".split()},
+    **{n: "kiln cannot call XLA custom calls or foreign functions" for n in
+       "ffi_call call_exported cudnn_fusion custom_partitioning tpu_custom_call".split()},
+    **{n: _STATE for n in "new_ref free_ref accum_grad_in_ref box_get box_set new_box log_extend "
+                         "log_read new_log".split()},
+    "ormqr": _LINALG,
+    **{n: "kiln lacks block-scaled (fp8/MX) matmuls" for n in
+       "scaled_dot scaled_matmul scaled_matmul_wrapper".split()},
+    **{n: "kiln lacks cuDNN's fused attention" for n in """dot_product_attention_fwd_wrapper
+       dot_product_attention_bwd_wrapper dot_product_attention_fp8_fwd dot_product_attention_fp8_bwd
+       dot_product_attention_fp8_fwd_wrapper dot_product_attention_fp8_bwd_wrapper""".split()},
+    "core_map": "kiln lacks Pallas kernels",
+    "mulhi": "kiln lacks a high-half multiply",
     "ragged_all_to_all": "kiln lacks ragged collectives",
     "dot_product_attention_fwd": "kiln lacks cuDNN's fused attention",
     "dot_product_attention_bwd": "kiln lacks cuDNN's fused attention",
@@ -54,7 +70,14 @@ KILN_LACKS = {
 TRANSLATOR_LACKS = {
     **{n: _COLLECTIVE for n in """psum pmax pmin pmean all_gather all_gather_invariant
        reduce_scatter psum_scatter ppermute all_to_all axis_index pbroadcast pvary
-       psum_invariant pcast shard_map xla_pmap""".split()},
+       psum_invariant pcast shard_map xla_pmap all_gather_done all_gather_reduced
+       all_gather_reduced_start all_gather_start all_to_all_done all_to_all_start pbroadcast_done
+       pbroadcast_start ppermute_done ppermute_start precv psend preduced psum_done
+       psum_invariant_start psum_start reduce_scatter_done reduce_scatter_start
+       reduced_vary_cast_p unreduced_psum unreduced_psum_start unreduced_reduce_scatter
+       unreduced_reduce_scatter_start vary_unreduced_cast_p""".split()},
+    "custom_lin": "appears only inside JAX's linearize, never in a traced program",
+    "check": "checkify's checks are not mapped (kiln has no error channel from a program)",
     "debug_callback": "kiln has debug_print/host_callback; the translator does not map "
                       "Python callbacks yet",
     "pure_callback": "kiln has host_callback; the translator does not map Python callbacks yet",
