@@ -25,12 +25,19 @@ for _m in (_jaxpr_ops, _jaxpr_window, _jaxpr_control, _jaxpr_random):
 
 class _Scope:
     """One kiln program being written: its invar binders, equation lines and
-    the map from jaxpr vars to kiln atoms (names or literal text)."""
+    the map from jaxpr vars to kiln atoms (names or literal text).
+
+    kiln's sub-programs are closed, so an array constant a control-flow body
+    uses is hoisted: the root takes it as an input (const_binders, ahead of
+    the arguments); a body takes it as a leading operand (extras), which the
+    enclosing equation passes in (and hoists in turn)."""
 
     def __init__(self, tr, top):
         self.tr, self.top = tr, top
         self.env, self.binders, self.lines = {}, [], []
-        self.const_binders = []  # root only: array constants, inputs ahead of the arguments
+        self.const_binders = []  # root: constants as inputs; body: hoisted operands
+        self.extras = []  # body only: (value, aval) of each hoisted operand
+        self.outs = []
 
     def new_var(self, aval):
         name = self.tr.fresh()
@@ -44,40 +51,40 @@ class _Scope:
 
     def atom(self, x):
         if isinstance(x, jcore.Literal):
-            return self.literal(x.val, x.aval)
+            val = x.val
+            if is_key(x.aval) or np.ndim(val) > 0:
+                return self.hoist(_physical_value(val, x.aval), x.aval)
+            return self.literal(val, x.aval)
         return self.env[x]
 
     def literal(self, value, aval):
         """A scalar constant, bit-exact: decimal text, which the IR reads
         back to the same value; a NaN other than the default quiet one (a
-        sign or payload, which kiln's literals do not keep) becomes an input
-        of the root program like an array constant."""
+        sign or payload, which kiln's literals do not keep) is hoisted like
+        an array constant."""
         text, exact = scalar_literal(value, aval)
-        if not exact and self.top:
-            return self.const_input(np.asarray(value).astype(aval.dtype), aval)
+        if not exact:
+            return self.hoist(np.asarray(value).astype(aval.dtype), aval)
         return f"{text}:{type_text(aval)}"
 
-    def const_input(self, val, aval):
+    def hoist(self, val, aval):
+        """An atom for constant val: an input of the root program, or a
+        leading operand of this body that its equation supplies."""
         name, binder = self.new_var(aval)
         self.const_binders.append(binder)
-        self.tr.const_values.append(val)
+        if self.top:
+            self.tr.const_values.append(val)
+        else:
+            self.extras.append((val, aval))
         return name
 
     def bind_consts(self, constvars, consts, where):
-        """Scalars become literals; arrays become inputs of the root program
-        (sub-programs are closed and cannot take them)."""
+        """Scalars become literals; arrays (and keys) are hoisted."""
         for var, val in zip(constvars, consts):
-            if is_key(var.aval):  # kiln holds a key array as its u32 key data
-                import jax
-                val = np.asarray(jax.random.key_data(val))
-            elif getattr(val, "ndim", None) == 0 or isinstance(val, (bool, int, float)):
+            if not is_key(var.aval) and np.ndim(val) == 0:
                 self.env[var] = self.literal(val, var.aval)
-            elif self.top:
-                self.env[var] = self.const_input(val, var.aval)
             else:
-                raise TranslatorLacks(
-                    f"{where}: a non-scalar constant {var.aval.str_short()} captured inside a "
-                    f"control-flow body (kiln's sub-programs are closed); pass it as an argument")
+                self.env[var] = self.hoist(_physical_value(val, var.aval), var.aval)
 
     def emit(self, prim, params, ins, outvars):
         outs = []
@@ -101,10 +108,22 @@ class _Scope:
         if not isinstance(var, jcore.DropVar):
             self.env[var] = atom
 
-    def text(self, outs):
-        return ("{ lambda ; " + " ".join(self.const_binders + self.binders) + ". let\n  "
+    def text(self, outs=None, lead=None):
+        """The program; lead replaces the hoisted binders (cond's branches
+        all take every branch's hoisted operands)."""
+        outs = self.outs if outs is None else outs
+        lead = self.const_binders if lead is None else lead
+        return ("{ lambda ; " + " ".join(list(lead) + self.binders) + ". let\n  "
                 + "\n  ".join(self.lines)
                 + "\n in (" + ", ".join(outs) + ("," if len(outs) == 1 else "") + ") }")
+
+
+def _physical_value(val, aval):
+    """A constant as kiln holds it: a key array as its u32 key data."""
+    if is_key(aval):
+        import jax
+        return np.asarray(jax.random.key_data(val))
+    return val
 
 
 class _Translator:
@@ -118,16 +137,21 @@ class _Translator:
         return f"v{self.count}"
 
     def program(self, jaxpr, consts, top, where):
+        """The scope of a translated (Closed)Jaxpr; .text() writes it."""
         s = _Scope(self, top)
         s.bind_consts(jaxpr.constvars, consts, where)
         for v in jaxpr.invars:
             s.bind_invar(v)
         self.body(s, jaxpr)
-        return s.text([s.atom(v) for v in jaxpr.outvars])
+        s.outs = [s.atom(v) for v in jaxpr.outvars]
+        return s
 
-    def closed(self, cj, where):
+    def sub(self, parent, cj, where):
+        """A control-flow body: (its scope, the parent's atoms for the
+        operands it hoisted, which lead its invars)."""
         jaxpr, consts = (cj.jaxpr, cj.consts) if hasattr(cj, "consts") else (cj, ())
-        return self.program(jaxpr, consts, False, where)
+        s = self.program(jaxpr, consts, False, where)
+        return s, [parent.hoist(v, a) for v, a in s.extras]
 
     def body(self, s, jaxpr):
         for eqn in jaxpr.eqns:
@@ -172,5 +196,5 @@ def translate(closed_jaxpr, name="jax_fn", platform=None):
     program takes as its leading inputs, in order. platform ('cpu' or
     'cuda', default kiln's default device's) picks platform_index's branch."""
     tr = _Translator(platform or _default_platform())
-    text = tr.program(closed_jaxpr.jaxpr, closed_jaxpr.consts, True, name)
+    text = tr.program(closed_jaxpr.jaxpr, closed_jaxpr.consts, True, name).text()
     return text, tr.const_values

@@ -43,25 +43,40 @@ def _cond(tr, s, eqn, ins, where):
         i = min(max(known, 0), len(branches) - 1)
         tr.inline(s, eqn, branches[i], where, invars=eqn.invars[1:])
         return
-    progs = " ".join(tr.closed(b, where) for b in branches)
-    s.emit("cond", {"branches": f"({progs})"}, ins, eqn.outvars)
+    subs = [tr.sub(s, b, where) for b in branches]
+    # every branch takes every branch's hoisted operands (the others unused)
+    hoisted = [a for _, atoms in subs for a in atoms]
+    leads = [[] for _ in subs]
+    for j, (sub_j, _) in enumerate(subs):
+        for i, (sub_i, _) in enumerate(subs):
+            if i == j:
+                leads[i] += sub_j.const_binders
+            else:
+                leads[i] += [sub_i.new_var(a)[1] for _, a in sub_j.extras]
+    progs = " ".join(sub.text(lead=lead) for (sub, _), lead in zip(subs, leads))
+    s.emit("cond", {"branches": f"({progs})"}, ins[:1] + hoisted + ins[1:], eqn.outvars)
 
 
 def _while(tr, s, eqn, ins, where):
     p = eqn.params
     check_params(eqn, {"cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_nconsts"}, where)
-    s.emit("while", {"cond_jaxpr": tr.closed(p["cond_jaxpr"], where),
-                     "body_jaxpr": tr.closed(p["body_jaxpr"], where),
-                     "cond_nconsts": str(p["cond_nconsts"]), "body_nconsts": str(p["body_nconsts"])},
+    cn, bn = int(p["cond_nconsts"]), int(p["body_nconsts"])
+    (cond, c_atoms), (body, b_atoms) = tr.sub(s, p["cond_jaxpr"], where), \
+        tr.sub(s, p["body_jaxpr"], where)
+    ins = c_atoms + ins[:cn] + b_atoms + ins[cn:]
+    s.emit("while", {"cond_jaxpr": cond.text(), "body_jaxpr": body.text(),
+                     "cond_nconsts": str(cn + len(c_atoms)), "body_nconsts": str(bn + len(b_atoms))},
            ins, eqn.outvars)
 
 
 def _scan(tr, s, eqn, ins, where):
     p = eqn.params
     check_params(eqn, {"jaxpr", "length", "num_carry", "num_consts", "reverse", "linear"}, where)
-    s.emit("scan", {"jaxpr": tr.closed(p["jaxpr"], where), "length": str(p["length"]),
-                    "num_carry": str(p["num_carry"]), "num_consts": str(p["num_consts"]),
-                    "reverse": boolean(p["reverse"])}, ins, eqn.outvars)
+    body, atoms = tr.sub(s, p["jaxpr"], where)
+    s.emit("scan", {"jaxpr": body.text(), "length": str(p["length"]),
+                    "num_carry": str(p["num_carry"]),
+                    "num_consts": str(int(p["num_consts"]) + len(atoms)),
+                    "reverse": boolean(p["reverse"])}, atoms + ins, eqn.outvars)
 
 
 # JAX's lowering-platform names of kiln's backends.

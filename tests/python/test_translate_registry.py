@@ -69,3 +69,30 @@ def test_platform_index_picks_kilns_backend():
     # jnp.diag lowers through platform_dependent; its cpu branch must be kept
     text = kiln.jit(jnp.diag).lower_text(np.ones(3, np.float32))
     assert "platform_index" not in text and "cond" not in text, text
+
+
+def test_constants_hoisted_into_control_flow():
+    """kiln's sub-programs are closed: array constants (and keys, and NaNs
+    with a sign) a loop or branch body captures become its operands."""
+    from translate_cases import assert_bits_equal, run_group
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    neg_nan = np.float32(-np.nan)
+
+    @jax.jit
+    def inner(y):
+        return y * table[:, 0] + 1
+
+    def branches(p, x):
+        return lax.cond(p, inner, lambda v: v * table[:, 1] + jnp.where(v > 100, neg_nan, 0.0), x)
+
+    def keyed(x):
+        key = jax.random.key(1)
+        return lax.fori_loop(0, 2, lambda i, v: v + jax.random.uniform(jax.random.fold_in(key, i),
+                                                                       v.shape), x)
+
+    x = np.ones(4, np.float32)
+    run_group({"fori": (lambda x: lax.fori_loop(0, 3, lambda i, v: inner(v), x), [x]),
+               "cond": (branches, [True, x]), "cond_nan": (branches, [False, x * 200]),
+               "while": (lambda x: lax.while_loop(lambda v: jnp.sum(v * table[:, 2]) < 1000,
+                                                  inner, x), [x]),
+               "key": (keyed, [x])}, compare=assert_bits_equal)
