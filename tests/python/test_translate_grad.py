@@ -95,9 +95,14 @@ def test_flax_cnn_train_step_with_adam():
     x = f32(4, 12, 12, 3)
     labels = np.array([1, 3, 5, 7], np.int32)
     model = CNN()
-    params = model.init(jax.random.PRNGKey(0), x)
+    # Shapes from eval_shape, values from NumPy: JAX's init would compile
+    # XLA programs (most of this test's time on a 2-core CI machine).
+    def fill(s):
+        return (rng.standard_normal(s.shape) * 0.3).astype(s.dtype)
+    params = jax.tree_util.tree_map(fill, jax.eval_shape(model.init, jax.random.PRNGKey(0), x))
     tx = optax.adam(1e-2)
-    opt_state = tx.init(params)
+    opt_state = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype),
+                                       jax.eval_shape(tx.init, params))
 
     def step(params, opt_state, x, labels):
         def loss_fn(p):

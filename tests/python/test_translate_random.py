@@ -29,7 +29,21 @@ def test_random_family_bit_exact():
                 jax.random.permutation(keys[3], 6), jax.random.choice(keys[0], 10, (3,), replace=False),
                 jax.random.categorical(keys[1], jnp.log(jnp.arange(1.0, 5.0)), shape=(5,)))
 
-    run_group({"legacy": (legacy, [np.uint32(42)]), "typed": (typed, [np.int32(3)])},
+    def key_shapes(seed, i, pred):
+        """Shape primitives on typed keys (kiln carries their u32 data)."""
+        keys = jax.random.split(jax.random.key(seed), 4)
+        picked = keys[i]  # a dynamic index
+        both = jnp.concatenate([keys, keys[::-1]])
+        grid = jnp.stack([keys, keys]).reshape(8).T
+        chosen = jnp.where(pred, keys, keys[::-1])
+        lone = lax.dynamic_slice(keys, (i,), (2,))
+        wide = jnp.broadcast_to(keys[0], (3,))
+        return tuple(jax.random.key_data(k) for k in (picked, both, grid, chosen, lone, wide)) + (
+            jax.random.uniform(keys[i], (2,)),)
+
+    run_group({"legacy": (legacy, [np.uint32(42)]), "typed": (typed, [np.int32(3)]),
+               "key_shapes": (key_shapes, [np.int32(5), np.int32(2),
+                                           np.array([True, False, False, True])])},
               compare=assert_bits_equal)
 
 
@@ -60,7 +74,9 @@ def test_flax_dropout_module():
             return nn.Dense(2)(x)
 
     x = np.ones((3, 4), np.float32)
-    params = Net().init(jax.random.PRNGKey(0), x, False)
+    shapes = jax.eval_shape(lambda k: Net().init(k, x, False), jax.random.PRNGKey(0))
+    params = jax.tree_util.tree_map(
+        lambda s: np.random.default_rng(1).standard_normal(s.shape).astype(s.dtype), shapes)
 
     def apply(p, x, key):
         return Net().apply(p, x, True, rngs={"dropout": key})
