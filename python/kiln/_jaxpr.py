@@ -13,7 +13,8 @@ import numpy as np
 from jax.extend import core as jcore
 
 from . import _jaxpr_control, _jaxpr_ops, _jaxpr_random, _jaxpr_window
-from ._jaxpr_text import (KilnLacks, TranslatorLacks, UnsupportedPrimitive, is_key, params_text, scalar_literal, type_text)
+from ._jaxpr_text import (KilnLacks, TranslatorLacks, UnsupportedPrimitive, is_key, params_text,
+                          scalar_literal, type_text)
 
 __all__ = ["KilnLacks", "TranslatorLacks", "UnsupportedPrimitive", "translate", "RULES"]
 

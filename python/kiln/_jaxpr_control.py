@@ -9,7 +9,8 @@ from ._jaxpr_text import TranslatorLacks, boolean
 # applied the custom rules (kiln.jit(jax.grad(f))).
 CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
-         "custom_vjp_call_jaxpr": "fun_jaxpr", "custom_jvp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr", "remat2": "jaxpr",
+         "custom_vjp_call_jaxpr": "fun_jaxpr", "custom_jvp_call_jaxpr": "fun_jaxpr",
+         "remat": "jaxpr", "remat2": "jaxpr",
          "checkpoint": "jaxpr", "call": "call_jaxpr", "composite": "jaxpr",
          "compute_on": "jaxpr", "custom_vmap_call": "call"}
 
@@ -65,7 +66,8 @@ def _while(tr, s, eqn, ins, where):
         tr.sub(s, p["body_jaxpr"], where)
     ins = c_atoms + ins[:cn] + b_atoms + ins[cn:]
     s.emit("while", {"cond_jaxpr": cond.text(), "body_jaxpr": body.text(),
-                     "cond_nconsts": str(cn + len(c_atoms)), "body_nconsts": str(bn + len(b_atoms))},
+                     "cond_nconsts": str(cn + len(c_atoms)),
+                     "body_nconsts": str(bn + len(b_atoms))},
            ins, eqn.outvars)
 
 

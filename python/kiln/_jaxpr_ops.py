@@ -68,7 +68,8 @@ def _select_n(tr, s, eqn, ins, where):
     if is_key(out) and pred.shape:
         # the predicate selects whole keys: broadcast it over the key data
         ins = [s.emit_value("broadcast_in_dim", {
-            "shape": ints(physical_shape(out)), "broadcast_dimensions": ints(range(len(pred.shape)))},
+            "shape": ints(physical_shape(out)),
+            "broadcast_dimensions": ints(range(len(pred.shape)))},
             [ins[0]], pred.update(shape=physical_shape(out)))] + ins[1:]
     s.emit("select_n", {}, ins, eqn.outvars)
 
@@ -77,7 +78,8 @@ def _broadcast_in_dim(tr, s, eqn, ins, where):
     check_params(eqn, {"shape", "broadcast_dimensions"}, where)
     p, out = eqn.params, eqn.outvars[0].aval
     tail = key_tail(out)
-    dims = tuple(p["broadcast_dimensions"]) + tuple(range(len(p["shape"]), len(p["shape"]) + len(tail)))
+    rank = len(p["shape"])
+    dims = tuple(p["broadcast_dimensions"]) + tuple(range(rank, rank + len(tail)))
     s.emit("broadcast_in_dim", {"shape": ints(tuple(p["shape"]) + tail),
                                 "broadcast_dimensions": ints(dims)}, ins[:1], eqn.outvars)
 
@@ -135,7 +137,8 @@ def _dynamic_update_slice(tr, s, eqn, ins, where):
 def _pad(tr, s, eqn, ins, where):
     if is_key(eqn.invars[0].aval):
         raise TranslatorLacks(f"the translator lacks pad of PRNG keys ({where})")
-    cfg = ", ".join(f"({int(lo)}, {int(hi)}, {int(it)})" for lo, hi, it in eqn.params["padding_config"])
+    cfg = ", ".join(f"({int(lo)}, {int(hi)}, {int(it)})"
+                    for lo, hi, it in eqn.params["padding_config"])
     if len(eqn.params["padding_config"]) == 1:
         cfg += ","
     s.emit("pad", {"padding_config": f"({cfg})"}, ins, eqn.outvars)
@@ -333,7 +336,7 @@ def _scatter(tr, s, eqn, ins, where, prim=None):
         if body.eqns or list(body.outvars) != list(body.invars[1:2]):
             raise TranslatorLacks(f"the translator lacks scatter with a custom update "
                                   f"computation ({where})")
-    s.emit(prim or name.replace("scatter_", "scatter-"), {
+    s.emit(prim or name, {
         "dimension_numbers": _dimension_numbers("ScatterDimensionNumbers", _SCATTER_FIELDS,
                                                 p["dimension_numbers"]),
         "indices_are_sorted": boolean(p["indices_are_sorted"]), "mode": _mode(p["mode"], where),
@@ -390,9 +393,8 @@ RULES.update({
     "layout_constraint": _identity, "shard_alike": _identity, "device_put": _identity,
     "iota": _iota,
     "gather": _gather,
-    "scatter": _scatter, "scatter-add": _scatter, "scatter_add": _scatter,
-    "scatter-mul": _scatter, "scatter_mul": _scatter, "scatter-min": _scatter,
-    "scatter_min": _scatter, "scatter-sub": _scatter_sub, "scatter_sub": _scatter_sub, "scatter-max": _scatter, "scatter_max": _scatter,
+    "scatter": _scatter, "scatter-add": _scatter, "scatter-mul": _scatter,
+    "scatter-min": _scatter, "scatter-max": _scatter, "scatter-sub": _scatter_sub,
     "reduce_sum": _simple(_axes), "reduce_max": _simple(_axes), "reduce_min": _simple(_axes),
     "reduce_prod": _simple(_axes), "reduce_and": _simple(_axes), "reduce_or": _simple(_axes),
     "reduce": _reduce,

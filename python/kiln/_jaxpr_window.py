@@ -25,7 +25,8 @@ def _reduce_window(tr, s, eqn, ins, where):
     body = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
     op = body.eqns[0].primitive.name if len(body.eqns) == 1 else None
     init = eqn.invars[1] if len(eqn.invars) == 2 else None
-    ok = len(eqn.outvars) == 1 and op in _MONOID and list(body.eqns[0].outvars) == list(body.outvars)
+    ok = len(eqn.outvars) == 1 and op in _MONOID and \
+        list(body.eqns[0].outvars) == list(body.outvars)
     if ok and op == "add":
         val = getattr(init, "val", None)
         ok = val is not None and float(val) == 0.0
@@ -39,8 +40,8 @@ def _reduce_window(tr, s, eqn, ins, where):
         return
     init_atom = ins[1]
     if out.shape:
-        init_atom = s.emit_value("broadcast_in_dim", {"shape": ints(out.shape),
-                                                      "broadcast_dimensions": "()"}, [init_atom], out)
+        init_atom = s.emit_value("broadcast_in_dim", {
+            "shape": ints(out.shape), "broadcast_dimensions": "()"}, [init_atom], out)
     s.emit(op, {}, [x, init_atom], eqn.outvars)
 
 
