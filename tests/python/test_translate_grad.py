@@ -118,3 +118,36 @@ def test_flax_cnn_train_step_with_adam():
         kp, ko, kl = kstep(kp, ko, x, labels)
         jp, jo, jl = jstep(jp, jo, x, labels)
         assert_matches_jax((kp, kl), (jp, jl))
+
+
+def test_flax_modules_and_their_grads():
+    """Attention (causal mask), Embed, BatchNorm (batch stats updated),
+    GroupNorm, LSTM/GRU under nn.RNN, jax.nn.dot_product_attention: forward
+    and gradient, one kiln program."""
+    nn = pytest.importorskip("flax.linen")
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x, ids):
+            h = nn.MultiHeadDotProductAttention(num_heads=2)(x, x, mask=nn.make_causal_mask(ids))
+            h = h + nn.Embed(10, 8)(ids)
+            h = nn.GroupNorm(num_groups=2)(nn.BatchNorm(use_running_average=False)(h))
+            h = nn.RNN(nn.LSTMCell(8))(h) + nn.RNN(nn.GRUCell(8))(h)
+            q = h.reshape(*h.shape[:2], 2, 4)
+            return jax.nn.dot_product_attention(q, q, q, is_causal=True)
+
+    x = f32(2, 5, 8)
+    ids = rng.integers(0, 10, (2, 5)).astype(np.int32)
+    shapes = jax.eval_shape(Net().init, jax.random.PRNGKey(0), x, ids)
+    variables = jax.tree_util.tree_map(lambda s: (rng.standard_normal(s.shape) * 0.3).astype(s.dtype),
+                                       shapes)
+
+    def fwd(v, x, ids):
+        return Net().apply(v, x, ids, mutable=["batch_stats"])
+
+    def loss(params, v, x, ids):
+        out, _ = Net().apply({**v, "params": params}, x, ids, mutable=["batch_stats"])
+        return jnp.sum(out ** 2)
+
+    run_group({"forward": (fwd, [variables, x, ids]),
+               "grad": (jax.grad(loss), [variables["params"], variables, x, ids])})
