@@ -244,6 +244,40 @@ def _approx_top_k(tr, s, eqn, ins, where):
     s.bind_out(idx, i)
 
 
+def _clz(tr, s, eqn, ins, where):
+    """Count leading zeros: smear the highest set bit rightwards, then
+    count the zeros left (population_count of the complement)."""
+    aval = eqn.invars[0].aval
+    bits = aval.dtype.itemsize * 8
+    short = {8: "8", 16: "16", 32: "32", 64: "64"}[bits]
+    kind = "u" if aval.dtype.kind == "u" else "i"
+    x = ins[0]
+    shift = 1
+    while shift < bits:
+        amount = f"{shift}:{kind}{short}[]"
+        if aval.shape:
+            amount = s.emit_value("broadcast_in_dim", {"shape": ints(aval.shape),
+                                                       "broadcast_dimensions": "()"}, [amount], aval)
+        shifted = s.emit_value("shift_right_logical", {}, [x, amount], aval)
+        x = s.emit_value("or", {}, [x, shifted], aval)
+        shift *= 2
+    inverted = s.emit_value("not", {}, [x], aval)
+    s.emit("population_count", {}, [inverted], eqn.outvars)
+
+
+def _mulhi(tr, s, eqn, ins, where):
+    """The high half of an integer product: JAX's own lax implementation
+    (widening through 64 bits where it can), traced and inlined."""
+    import jax
+    from jax._src.lax import lax as lax_internal
+    impl = getattr(lax_internal, "_mulhi_impl", None)
+    if impl is None:
+        raise TranslatorLacks(f"this JAX has no lax._mulhi_impl to trace ({where})")
+    closed = jax.make_jaxpr(impl)(*[jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype)
+                                    for v in eqn.invars])
+    tr.inline(s, eqn, closed, where)
+
+
 def _dot_general(tr, s, eqn, ins, where):
     check_params(eqn, {"dimension_numbers", "preferred_element_type", "out_sharding"}, where)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -403,4 +437,6 @@ RULES.update({
     "sort": _sort,
     "dot_general": _dot_general,
     "round": _round,
+    "clz": _clz,
+    "mulhi": _mulhi,
 })

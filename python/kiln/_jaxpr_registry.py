@@ -38,7 +38,6 @@ KILN_LACKS = {
     **{n: f"kiln lacks the special function {n}" for n in """igamma igammac igamma_grad_a
        random_gamma_grad bessel_i0e bessel_i1e bessel_i1 bessel_i0 polygamma zeta
        regularized_incomplete_beta""".split()},
-    "clz": "kiln lacks count-leading-zeros",
     "reduce_xor": "kiln lacks reduce_xor",
     "rng_bit_generator": "kiln lacks rng_bit_generator (XLA's RBG/Philox generators); "
                          "threefry2x32 keys, JAX's default, work",
@@ -61,7 +60,7 @@ KILN_LACKS = {
        dot_product_attention_bwd_wrapper dot_product_attention_fp8_fwd dot_product_attention_fp8_bwd
        dot_product_attention_fp8_fwd_wrapper dot_product_attention_fp8_bwd_wrapper""".split()},
     "core_map": "kiln lacks Pallas kernels",
-    "mulhi": "kiln lacks a high-half multiply",
+
     "ragged_all_to_all": "kiln lacks ragged collectives",
     "dot_product_attention_fwd": "kiln lacks cuDNN's fused attention",
     "dot_product_attention_bwd": "kiln lacks cuDNN's fused attention",
