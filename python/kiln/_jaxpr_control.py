@@ -102,5 +102,16 @@ def _platform_index(tr, s, eqn, ins, where):
     s.bind_out(eqn.outvars[0], f"{i}:i32[]")
 
 
+def _linear_solve(tr, s, eqn, ins, where):
+    """lax.custom_linear_solve: its value is its solve jaxpr's on (solve's
+    consts, b); matvec and the transposes only matter to autodiff, which
+    JAX has done."""
+    lengths = [int(n) for n in eqn.params["const_lengths"]]  # matvec, vecmat, solve, t_solve
+    start = lengths[0] + lengths[1]
+    invars = list(eqn.invars[start:start + lengths[2]]) + list(eqn.invars[sum(lengths):])
+    tr.inline(s, eqn, eqn.params["jaxprs"].solve, where, invars=invars)
+
+
 RULES = {name: _call for name in CALLS}
+RULES["custom_linear_solve"] = _linear_solve
 RULES.update({"cond": _cond, "while": _while, "scan": _scan, "platform_index": _platform_index})

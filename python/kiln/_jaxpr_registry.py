@@ -33,7 +33,7 @@ KILN_LACKS = {
     "fft": "kiln lacks FFTs",
     **{n: _LINALG for n in """cholesky cholesky_update eig eigh lu lu_pivots_to_permutation qr
        householder_product svd triangular_solve tridiagonal tridiagonal_solve schur hessenberg
-       geqrf geqp3 orgqr symmetric_product custom_linear_solve""".split()},
+       geqrf geqp3 orgqr symmetric_product""".split()},
     **{n: _COMPLEX for n in "real imag complex conj".split()},
     **{n: f"kiln lacks the special function {n}" for n in """igamma igammac igamma_grad_a
        random_gamma_grad bessel_i0e bessel_i1e bessel_i1 bessel_i0 polygamma zeta

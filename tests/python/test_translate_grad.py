@@ -47,7 +47,15 @@ def test_grads_of_losses():
         return jnp.sum(jnp.tanh((x - mu) * lax.rsqrt(var + 1e-5)))
 
     remat = jax.checkpoint(lambda w, x: jnp.sin(x @ w) * (x @ w))
+    spd = f32(5, 5)
+    spd = spd @ spd.T + 5 * np.eye(5, dtype=np.float32)
+
+    def cg(a, b):  # lax.custom_linear_solve around a while loop
+        return jax.scipy.sparse.linalg.cg(lambda v: a @ v, b, tol=1e-6)[0]
+
     run_group({
+        "linear_solve": (lambda a, b: (cg(a, b), jax.grad(lambda a: jnp.sum(cg(a, b) ** 2))(a)),
+                         [spd, f32(5)]),
         "value_and_grad": (jax.value_and_grad(mlp_loss, argnums=(0, 1)), [w, b, x, y]),
         "layernorm": (jax.grad(layernorm_loss), [x]),
         "custom_rules": (jax.grad(lambda x: jnp.sum(clip_grad(x) ** 3 + soft(x) + jax.nn.relu(x)
