@@ -12,7 +12,7 @@ CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_cal
          "custom_vjp_call_jaxpr": "fun_jaxpr", "custom_jvp_call_jaxpr": "fun_jaxpr",
          "remat": "jaxpr", "remat2": "jaxpr",
          "checkpoint": "jaxpr", "call": "call_jaxpr", "composite": "jaxpr",
-         "compute_on": "jaxpr", "custom_vmap_call": "call"}
+         "compute_on": "jaxpr", "custom_vmap_call": "call", "linear_call": "callee"}
 
 
 def _call(tr, s, eqn, ins, where):

@@ -8,6 +8,7 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp, lax = jax.numpy, jax.lax
 import kiln  # noqa: E402
+from jax._src.custom_derivatives import linear_call  # noqa: E402
 from jaxcmp import assert_matches_jax  # noqa: E402
 from translate_cases import run_group  # noqa: E402
 
@@ -60,7 +61,9 @@ def test_grads_of_losses():
         "layernorm": (jax.grad(layernorm_loss), [x]),
         "custom_rules": (jax.grad(lambda x: jnp.sum(clip_grad(x) ** 3 + soft(x) + jax.nn.relu(x)
                                                     + jax.nn.softplus(x) + jax.nn.silu(x))), [x]),
-        "custom_forward": (lambda x: (clip_grad(x), soft(x), jax.nn.relu(x)), [x]),
+        "custom_forward": (lambda x: (clip_grad(x), soft(x), jax.nn.relu(x),
+                                      linear_call(lambda r, v: v * r, lambda r, t: t * r, x, x)),
+                           [x]),
         "checkpoint": (jax.grad(lambda w, x: jnp.sum(remat(w, x)), argnums=(0, 1)), [w, x]),
         "scan_grad": (jax.grad(lambda w, xs: lax.scan(lambda c, v: (jnp.tanh(c @ w + v), None),
                                                       jnp.zeros(4), xs)[0].sum()),
