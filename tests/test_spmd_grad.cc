@@ -120,6 +120,19 @@ kiln_tree *VmapInside(kiln_trace *t, const kiln_tree *a, void *user) {
   return kiln_tree_val(CallLeaf(t, static_cast<kiln_func *>(user), {kiln_arg(a, 0)}));
 }
 
+// psum(sum(tanh(x @ w))) + pmean(sum(w * w)) of (w, x)
+kiln_tree *InnerLoss(kiln_trace *t, const kiln_tree *a, void *) {
+  kiln_val *w = kiln_arg(a, 0);
+  kiln_val *s = kiln_psum(t, SumAll(t, kiln_tanh(t, kiln_matmul(t, kiln_arg(a, 1), w))), "i");
+  return kiln_tree_val(kiln_add(t, s, kiln_pmean(t, SumAll(t, kiln_mul(t, w, w)), "i")));
+}
+
+// The gradient (user) of InnerLoss taken inside the body.
+kiln_tree *GradInside(kiln_trace *t, const kiln_tree *a, void *user) {
+  return kiln_tree_val(
+      CallLeaf(t, static_cast<kiln_func *>(user), {kiln_arg(a, 1), kiln_arg(a, 0)}));
+}
+
 using Param = std::tuple<kiln_executor, int>;  // executor, check_rep
 
 class SpmdGrad : public ::testing::TestWithParam<Param> {
@@ -292,6 +305,17 @@ TEST_P(SpmdGrad, VmapOverAndInsideABodyThatPsums) {
   Keep(vg);
   out = Jit(c_, vg, Tuple({L("vmap_psum", "x")}));
   Expect(out, "vmap_psum", "vmap_grad");
+  kiln_tree_free(out);
+}
+
+// kiln_grad inside a body: psum transposes to psum (JAX's check_vma=False
+// rules; kiln has no varying types, so a replicated w's gradient is not
+// psummed as check_vma=True would).
+TEST_P(SpmdGrad, GradInsideBodyIsJaxCheckVmaFalse) {
+  kiln_func *sm = SMap(GradInside, Grad(Fn(InnerLoss, nullptr, "inner"), {0}), mesh_,
+                       {"i", ""}, {"i"});
+  kiln_tree *out = Jit(c_, sm, Tuple({L("inside", "x"), L("inside", "w")}));
+  Expect(out, "inside", "g");
   kiln_tree_free(out);
 }
 

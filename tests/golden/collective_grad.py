@@ -15,8 +15,9 @@ Cases (mesh of 8 devices on axis 'i' unless said):
   gather_u   all_gather untiled (axis 1) and psum_scatter untiled over the
              2x4 mesh's axis b; grad w.r.t. x.
   vmap_psum  vmap (over a leading axis of 3) of a shard_map whose body
-             psums, and a shard_map whose body vmaps a psum.
-  vmap_grad  vmap of the grad of the tp_dense loss over 3 inputs x.
+             psums, a shard_map whose body vmaps a psum, and vmap of the
+             grad of sum(sin(.)) of the first.
+  inside     jax.grad inside a body (check_vma=False: see below).
 Every gradient is taken with check_vma=True (JAX's default); the script
 asserts check_vma=False gives the same values (kiln's transposes are the
 check_vma=False ones, which need no varying-type tracking).
@@ -207,6 +208,24 @@ f_in = smap(lambda x: jax.vmap(lambda r: lax.psum(jnp.sin(r), "i"))(x), MESH, (P
 put("vmap_psum", "inner", f_in(xv))  # [3, 2, 2]
 g_vp = jax.vmap(jax.grad(lambda x: jnp.sum(jnp.sin(f_vp(x)))))(xv)
 put("vmap_psum", "vmap_grad", g_vp)
+
+# ---- inside: jax.grad taken inside the body (check_vma=False) ----
+# There psum transposes to psum, so the gradient of psum(f(w)) is the
+# axis size times the local one, and w (replicated) gets no automatic
+# psum; with check_vma=True JAX types w as invariant and its gradient is
+# the psum over the members instead (the sum of the local ones), which
+# kiln, without varying types, does not do.
+xi, wi = uniform(-1, 1, (16, 4)), uniform(-1, 1, (4, 3))
+
+
+def inside_body(x, w):
+  return jax.grad(lambda w: lax.psum(jnp.sum(jnp.tanh(x @ w)), "i")
+                  + lax.pmean(jnp.sum(w * w), "i"))(w)
+
+
+for k, v in (("x", xi), ("w", wi)):
+  put("inside", k, v)
+put("inside", "g", smap(inside_body, MESH, (P("i"), P()), P("i"), False)(xi, wi))
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collective_grad.txt")
 with open(out, "w") as f:
