@@ -227,6 +227,31 @@ TEST_P(SpmdGrad, TensorParallelDenseGradAndJvp) {
   kiln_tree_free(out);
 }
 
+size_t Count(const std::string &s, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) n++;
+  return n;
+}
+
+// The forward body runs once: the jvp splits it into a known shard_map
+// (the primal results and the residuals, laid out one per member) and a
+// linear one over the tangents that reads them, so the gradient program
+// holds each forward collective once and each transpose once.
+TEST_P(SpmdGrad, TensorParallelDenseGradDoesNotRecompute) {
+  kiln_func *sm = SMap(TpBody, nullptr, mesh_, {"i, None", "None, i", "i, None"}, {"i, None"});
+  kiln_func *g = Grad(Fn(SinLoss, sm, "tp_loss"), {0, 1, 2});
+  kiln_tree *args = Tuple({L("tp_dense", "x"), L("tp_dense", "w1"), L("tp_dense", "w2"),
+                           L("tp_dense", "c")});
+  char *text = nullptr;
+  ASSERT_EQ(kiln_make_jaxpr(c_.ctx, g, args, &text), KILN_OK) << kiln_last_error();
+  std::string jaxpr = text;
+  free(text);
+  kiln_tree_free(args);
+  EXPECT_EQ(Count(jaxpr, "all_gather["), 2u) << jaxpr;     // forward, psum_scatter's transpose
+  EXPECT_EQ(Count(jaxpr, "reduce_scatter["), 2u) << jaxpr;  // forward, all_gather's transpose
+  EXPECT_EQ(Count(jaxpr, "shard_map["), 2u) << jaxpr;       // known, transposed linear
+}
+
 TEST_P(SpmdGrad, RingStepWithPpermute) {
   kiln_func *sm = SMap(RingBody, nullptr, mesh_, {"i", "i"}, {"i"});
   kiln_func *g = Grad(Fn(RingLoss, sm, "ring_loss"), {0, 1});

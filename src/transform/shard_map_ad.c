@@ -1,11 +1,13 @@
 /* Autodiff and batching of shard_map (JAX's, jax/_src/shard_map.py).
  *
- * jvp: the primal shard_map plus a tangent shard_map whose body is the
- * body's jvp (operands and their non-zero tangents in, the non-zero output
- * tangents out), tangents split as their primals. The tangent shard_map is
- * linear in the tangents and recomputes the primal part it needs (as
- * cond's, control_ad.c), so partial evaluation needs no residuals laid out
- * over the mesh.
+ * jvp: the body is linearized and split (partial evaluation, as scan's in
+ * control_ad.c) into a known shard_map, which computes the primal results
+ * and outputs the residuals the tangents need, each member's as one row of
+ * a [members, ...] array split over every mesh axis, and a linear
+ * shard_map over (residuals, non-zero tangents) giving the non-zero output
+ * tangents, split as their primals. The forward body runs once, in jvp and
+ * in grad. A residual of the highest rank (no room for the leading axis)
+ * falls back to a tangent shard_map that recomputes the primal part.
  *
  * transpose: a shard_map over (known operands, output cotangents) whose
  * body is the body's transpose, giving the linear operands' cotangents.
@@ -129,8 +131,43 @@ static kiln_status emit_smap(const char *op, kir_program *dst, const kir_eqn *li
 
 /* ---- jvp ---- */
 
-kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e,
-                              const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty) {
+/* Lists J's var a as a residual unless it is linear, a literal or listed:
+ * kind -1 when the known shard_map must output it, else the operand (of
+ * the n) it is. True when it needs a leading axis it cannot get. */
+static bool add_residual(const kir_program *J, int n, const bool *lin, kir_vid a, kir_vid *res,
+                         int *kind, int *nres) {
+  for (int r = 0; r < *nres; r++)
+    if (res[r] == a) return false;
+  if (lin[a] || J->vars[a].kind == KIR_VAR_LITERAL) return false;
+  kind[*nres] = -1;
+  for (int j = 0; j < n; j++)
+    if (J->invars[j] == a) kind[*nres] = j;
+  res[(*nres)++] = a;
+  return kind[*nres - 1] < 0 && kir_var_aval(J, a)->rank == KIR_MAX_RANK;
+}
+
+/* x reshaped to shape (rank dims), emitted into p. */
+static kiln_status reshape(kir_program *p, kir_vid x, int rank, const int64_t *shape, kir_vid *out) {
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  pr.reshape.new_sizes.n = rank;
+  memcpy(pr.reshape.new_sizes.v, shape, (size_t)rank * sizeof *shape);
+  return kir_emit(p, KIR_PRIM_RESHAPE, &pr, 1, &x, out);
+}
+
+/* A residual's shape with a leading 1: each member's value of it, laid out
+ * over the mesh as [members, ...] by the spec `stacked`. */
+static void lead_one(const kir_aval *a, int64_t *shape) {
+  shape[0] = 1;
+  memcpy(shape + 1, a->shape, (size_t)a->rank * sizeof *shape);
+}
+
+
+/* The primal shard_map plus a tangent one that recomputes the primal part
+ * (the fallback for a residual of the highest rank, which cannot gain the
+ * leading axis its layout over the mesh needs). */
+static kiln_status jvp_recompute(const char *op, kir_program *dst, const kir_eqn *e,
+                                 const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty) {
   const kir_program *B = e->params.shard_map.jaxpr;
   int n = e->n_in, no = e->n_out;
   smap_specs sp = {0};
@@ -189,6 +226,133 @@ kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e
   free(specs);
   free(nz);
   free(v);
+  return st;
+}
+
+kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e,
+                              const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty) {
+  const kir_program *B = e->params.shard_map.jaxpr;
+  int n = e->n_in, no = e->n_out;
+  bool *nz = calloc((size_t)(n + no + 1), sizeof *nz), *has_t = nz ? nz + n : NULL;
+  kir_program *J = NULL;
+  kiln_status st = nz ? KILN_OK : KTF_OOM(op);
+  for (int i = 0; !st && i < n; i++) nz[i] = tx[i] != KIR_NO_VAR;
+  if (!st) st = ktf_linearize(op, B, nz, &J, has_t);
+  int nv = st ? 1 : J->n_vars + 1, ne = st ? 1 : J->n_eqns + 1, nj = st ? 0 : J->n_invars;
+  bool *lin = calloc((size_t)(2 * nv + 2 * ne + nj + 1), sizeof *lin), *live = lin + nv;
+  bool *lin_eqn = live + nv, *known_eqn = lin_eqn + ne, *lin_in = known_eqn + ne;
+  int w = 1; /* the widest equation of J: ktf_copy_eqn's scratch */
+  for (int i = 0; !st && i < J->n_eqns; i++) w = J->eqns[i].n_in > w ? J->eqns[i].n_in : w;
+  kir_vid *v = malloc((size_t)(4 * nv + 2 * nj + 2 * no + w + 4) * sizeof *v);
+  int *kind = malloc((size_t)nv * sizeof *kind); /* per residual: -1 stacked, else its operand */
+  const kir_spec **specs = malloc((size_t)(2 * nv + 2 * nj + 2 * no + 2) * sizeof *specs);
+  smap_specs sp = {0};
+  if (!st && (!lin || !v || !kind || !specs)) st = KTF_OOM(op);
+  if (!st) st = specs_get(op, e, &sp);
+  if (!st) {
+    for (int i = 0; i < nj; i++) lin_in[i] = i >= n;
+    ktf_mark_linear(J, lin_in, lin, lin_eqn);
+    for (int i = 0; i < J->n_eqns; i++) known_eqn[i] = !lin_eqn[i];
+  }
+  /* the residuals: known values the linear equations read */
+  kir_vid *res = v;
+  int nres = 0;
+  bool fallback = false;
+  for (int i = 0; !st && i < J->n_eqns; i++)
+    for (int k = 0; lin_eqn[i] && k < J->eqns[i].n_in; k++)
+      fallback |= add_residual(J, n, lin, J->eqns[i].in[k], res, kind, &nres);
+  for (int j = no; !st && j < J->n_outvars; j++) /* a tangent that is a known value */
+    fallback |= add_residual(J, n, lin, J->outvars[j], res, kind, &nres);
+  if (!st && fallback) st = jvp_recompute(op, dst, e, x, tx, y, ty);
+  /* the known shard_map: operands -> (outputs, stacked residuals) */
+  kir_spec stacked = {.rank = 1};
+  for (int a = 0; a < sp.m.ndim; a++) stacked.axes[0][stacked.n_axes[0]++] = (int8_t)a;
+  kir_vid *kout = res + nres, *ops = kout + nv + no;
+  int nko = 0, idx = -1, m = 0;
+  for (int j = 0; !st && !fallback && j < no; j++) {
+    kout[nko] = J->outvars[j];
+    specs[nko++] = &sp.out[j];
+  }
+  for (int r = 0; !st && !fallback && r < nres; r++)
+    if (kind[r] < 0) {
+      kout[nko] = res[r];
+      specs[nko++] = &stacked;
+    }
+  kir_program *K = NULL, *L = NULL;
+  if (!st && !fallback) {
+    ktf_mark_live(J, nko, kout, NULL, live);
+    st = ktf_extract(op, dst, J, n, J->invars, live, NULL, nko, kout, &K);
+  }
+  kir_vid *ko = ops + nv + nj; /* K's outputs, the stacked ones reshaped */
+  for (int k = 0; !st && !fallback && k < nko; k++) {
+    ko[k] = K->outvars[k];
+    if (k < no) continue;
+    const kir_aval *a = kir_var_aval(K, ko[k]);
+    int64_t shape[KIR_MAX_RANK];
+    lead_one(a, shape);
+    st = reshape(K, ko[k], a->rank + 1, shape, &ko[k]);
+  }
+  if (!st && !fallback) st = kir_set_outputs(K, nko, ko);
+  const kir_spec **kspecs = specs + nko;
+  for (int i = 0; i < n; i++) kspecs[i] = &sp.in[i];
+  if (!st && !fallback) st = emit_smap(op, dst, e, &sp.m, K, n, kspecs, nko, specs, x, &idx);
+  for (int j = 0; !st && !fallback && j < no; j++) {
+    y[j] = dst->eqns[idx].out[j];
+    ty[j] = KIR_NO_VAR;
+  }
+  /* the linear shard_map: (residuals, non-zero tangents) -> non-zero output
+   * tangents; a stacked residual comes in as [1, ...] and is reshaped */
+  ktf_map map = {0};
+  int nlo = 0;
+  for (int j = 0; j < no; j++) nlo += has_t[j];
+  if (!st && !fallback && nlo) st = kir_program_new_sub(dst, &L);
+  if (!st && !fallback && nlo) st = ktf_map_new(op, J->n_vars, &map);
+  for (int r = 0, k = no; !st && !fallback && nlo && r < nres; r++) {
+    const kir_aval *a = kir_var_aval(J, res[r]);
+    if (kind[r] >= 0) {
+      st = kir_add_invar(L, a, &map.v[res[r]]);
+      ops[m] = x[kind[r]];
+      specs[m++] = &sp.in[kind[r]];
+      continue;
+    }
+    kir_aval big = *a;
+    big.rank = a->rank + 1;
+    lead_one(a, big.shape);
+    kir_vid in;
+    st = kir_add_invar(L, &big, &in);
+    if (!st) st = reshape(L, in, a->rank, a->shape, &map.v[res[r]]);
+    ops[m] = dst->eqns[idx].out[k++];
+    specs[m++] = &stacked;
+  }
+  for (int i = 0, k = n; !st && !fallback && nlo && i < n; i++) {
+    if (!nz[i]) continue;
+    kir_vid tv = J->invars[k++];
+    st = kir_add_invar(L, kir_var_aval(J, tv), &map.v[tv]);
+    ops[m] = tx[i];
+    specs[m++] = &sp.in[i];
+  }
+  kir_vid *buf = ko + nv + no, *lo = kout; /* kout is no longer needed */
+  for (int i = 0; !st && !fallback && nlo && i < J->n_eqns; i++) {
+    const kir_eqn *q = &J->eqns[i];
+    if (lin_eqn[i]) st = ktf_copy_eqn(op, L, J, q, &map, buf);
+  }
+  for (int j = 0, k = no, q = 0; !st && !fallback && nlo && j < no; j++) {
+    if (!has_t[j]) continue;
+    st = ktf_map_get(op, &map, L, J, J->outvars[k++], &lo[q]);
+    specs[m + q++] = &sp.out[j];
+  }
+  if (!st && !fallback && nlo) st = kir_set_outputs(L, nlo, lo);
+  if (!st && !fallback && nlo) st = emit_smap(op, dst, e, &sp.m, L, m, specs, nlo, specs + m, ops, &idx);
+  for (int j = 0, q = 0; !st && !fallback && nlo && j < no; j++)
+    if (has_t[j]) ty[j] = dst->eqns[idx].out[q++];
+  free(map.v);
+  free(sp.in);
+  free(specs);
+  free(kind);
+  free(v);
+  free(lin);
+  free(nz);
+  kir_program_free(J);
   return st;
 }
 
