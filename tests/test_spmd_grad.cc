@@ -120,6 +120,11 @@ kiln_tree *VmapInside(kiln_trace *t, const kiln_tree *a, void *user) {
   return kiln_tree_val(CallLeaf(t, static_cast<kiln_func *>(user), {kiln_arg(a, 0)}));
 }
 
+kiln_tree *TanhTimesPsum(kiln_trace *t, const kiln_tree *a, void *) {
+  kiln_val *x = kiln_arg(a, 0);
+  return kiln_tree_val(kiln_psum(t, kiln_mul(t, kiln_tanh(t, x), x), "i"));
+}
+
 // psum(sum(tanh(x @ w))) + pmean(sum(w * w)) of (w, x)
 kiln_tree *InnerLoss(kiln_trace *t, const kiln_tree *a, void *) {
   kiln_val *w = kiln_arg(a, 0);
@@ -250,6 +255,15 @@ TEST_P(SpmdGrad, TensorParallelDenseGradDoesNotRecompute) {
   EXPECT_EQ(Count(jaxpr, "all_gather["), 2u) << jaxpr;     // forward, psum_scatter's transpose
   EXPECT_EQ(Count(jaxpr, "reduce_scatter["), 2u) << jaxpr;  // forward, all_gather's transpose
   EXPECT_EQ(Count(jaxpr, "shard_map["), 2u) << jaxpr;       // known, transposed linear
+}
+
+// A rank-8 residual has no room for the leading axis: the jvp falls back to
+// a tangent shard_map that recomputes the primal part.
+TEST_P(SpmdGrad, RankEightResidualFallsBackToRecomputing) {
+  kiln_func *sm = SMap(TanhTimesPsum, nullptr, mesh_, {"i"}, {""});
+  kiln_tree *out = Jit(c_, Grad(Fn(SumSin, sm, "rank8_loss"), {0}), Tuple({L("rank8", "x")}));
+  Expect(out, "rank8", "g_x");
+  kiln_tree_free(out);
 }
 
 TEST_P(SpmdGrad, RingStepWithPpermute) {

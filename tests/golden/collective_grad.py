@@ -17,6 +17,7 @@ Cases (mesh of 8 devices on axis 'i' unless said):
   vmap_psum  vmap (over a leading axis of 3) of a shard_map whose body
              psums, a shard_map whose body vmaps a psum, and vmap of the
              grad of sum(sin(.)) of the first.
+  rank8      grad through a body whose residual has rank 8.
   inside     jax.grad inside a body (check_vma=False: see below).
 Every gradient is taken with check_vma=True (JAX's default); the script
 asserts check_vma=False gives the same values (kiln's transposes are the
@@ -208,6 +209,13 @@ f_in = smap(lambda x: jax.vmap(lambda r: lax.psum(jnp.sin(r), "i"))(x), MESH, (P
 put("vmap_psum", "inner", f_in(xv))  # [3, 2, 2]
 g_vp = jax.vmap(jax.grad(lambda x: jnp.sum(jnp.sin(f_vp(x)))))(xv)
 put("vmap_psum", "vmap_grad", g_vp)
+
+# ---- rank8: a residual of rank 8 (kiln's most), which cannot gain the
+# leading axis kiln lays residuals out with: the recomputing fallback ----
+x8 = uniform(-1, 1, (16, 1, 2, 1, 1, 2, 1, 1))
+f8 = smap(lambda x: lax.psum(jnp.tanh(x) * x, "i"), MESH, (P("i"),), P(), True)
+put("rank8", "x", x8)
+put("rank8", "g_x", jax.grad(lambda x: jnp.sum(jnp.sin(f8(x))))(x8))
 
 # ---- inside: jax.grad taken inside the body (check_vma=False) ----
 # There psum transposes to psum, so the gradient of psum(f(w)) is the
