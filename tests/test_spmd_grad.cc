@@ -120,6 +120,33 @@ kiln_tree *VmapInside(kiln_trace *t, const kiln_tree *a, void *user) {
   return kiln_tree_val(CallLeaf(t, static_cast<kiln_func *>(user), {kiln_arg(a, 0)}));
 }
 
+// PsumPmeanBody with w captured from the enclosing trace instead of passed.
+struct Captured {
+  kiln_val *w;
+  kiln_mesh *mesh;
+  kiln_tree *in_specs, *out_specs;
+  int check_rep;
+};
+
+kiln_tree *CapturingBody(kiln_trace *t, const kiln_tree *a, void *user) {
+  kiln_val *x = kiln_arg(a, 0), *w = static_cast<Captured *>(user)->w;
+  kiln_val *s = kiln_psum(t, SumAll(t, kiln_tanh(t, kiln_matmul(t, x, w))), "i");
+  return kiln_tree_val(kiln_add(t, s, kiln_pmean(t, SumAll(t, kiln_mul(t, x, x)), "i")));
+}
+
+kiln_tree *CapturingLoss(kiln_trace *t, const kiln_tree *a, void *user) {
+  auto *c = static_cast<Captured *>(user);
+  c->w = kiln_arg(a, 1);
+  kiln_func *body = nullptr, *sm = nullptr;
+  kiln_val *o = nullptr;
+  if (kiln_func_new(CapturingBody, c, "capturing", &body) == KILN_OK &&
+      kiln_shard_map(body, c->mesh, c->in_specs, c->out_specs, c->check_rep, &sm) == KILN_OK)
+    o = CallLeaf(t, sm, {kiln_arg(a, 0)});
+  kiln_func_free(sm);
+  kiln_func_free(body);
+  return o ? kiln_tree_val(o) : nullptr;
+}
+
 kiln_tree *TanhTimesPsum(kiln_trace *t, const kiln_tree *a, void *) {
   kiln_val *x = kiln_arg(a, 0);
   return kiln_tree_val(kiln_psum(t, kiln_mul(t, kiln_tanh(t, x), x), "i"));
@@ -300,6 +327,21 @@ TEST_P(SpmdGrad, PsumAndPmeanLossGradAndVjp) {
   Expect(kiln_tree_child(kiln_tree_child(out, 1), 0), "psum_pmean", "g_x");
   Expect(kiln_tree_child(kiln_tree_child(out, 1), 1), "psum_pmean", "g_w");
   kiln_tree_free(out);
+}
+
+// A value the body captures is a replicated operand: its cotangent is
+// psummed over the mesh as a P() operand's (the same gradients as above).
+TEST_P(SpmdGrad, CapturedValueGrad) {
+  kiln_tree *in1[1] = {Spec("i")};
+  Captured cap{nullptr, mesh_, kiln_tree_tuple(1, in1), Spec(""), std::get<1>(GetParam())};
+  kiln_func *g = Grad(Fn(CapturingLoss, &cap, "capturing_loss"), {0, 1});
+  kiln_tree *out = Jit(c_, g, Tuple({L("psum_pmean", "x"), L("psum_pmean", "w")}));
+  ASSERT_NE(out, nullptr);
+  Expect(kiln_tree_child(out, 0), "psum_pmean", "g_x");
+  Expect(kiln_tree_child(out, 1), "psum_pmean", "g_w");
+  kiln_tree_free(out);
+  kiln_tree_free(cap.in_specs);
+  kiln_tree_free(cap.out_specs);
 }
 
 // all_to_all transposes to all_to_all with split and concat swapped, tiled
