@@ -4,7 +4,7 @@
  * applied to the tangent. The transposes: psum -> psum (JAX's psum_p rule,
  * "psum + pbroadcast"; it goes with shard_map's transpose dividing the
  * cotangents of replicated results and psumming those of replicated
- * operands, src/transform/shard_map.c: JAX's check_vma=False rules, which
+ * operands, src/transform/shard_map_ad.c: JAX's check_vma=False rules, which
  * give the check_vma=True gradients of a shard_map without typing values by
  * the axes they vary over); all_gather <-> reduce_scatter (psum_scatter) on
  * the same dimension and tiling; ppermute -> ppermute with the inverse

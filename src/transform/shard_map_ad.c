@@ -162,7 +162,6 @@ static void lead_one(const kir_aval *a, int64_t *shape) {
   memcpy(shape + 1, a->shape, (size_t)a->rank * sizeof *shape);
 }
 
-
 /* The primal shard_map plus a tangent one that recomputes the primal part
  * (the fallback for a residual of the highest rank, which cannot gain the
  * leading axis its layout over the mesh needs). */
@@ -294,7 +293,7 @@ kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e
   }
   if (!st && !fallback) st = kir_set_outputs(K, nko, ko);
   const kir_spec **kspecs = specs + nko;
-  for (int i = 0; i < n; i++) kspecs[i] = &sp.in[i];
+  for (int i = 0; !st && i < n; i++) kspecs[i] = &sp.in[i];
   if (!st && !fallback) st = emit_smap(op, dst, e, &sp.m, K, n, kspecs, nko, specs, x, &idx);
   for (int j = 0; !st && !fallback && j < no; j++) {
     y[j] = dst->eqns[idx].out[j];
@@ -304,7 +303,7 @@ kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e
    * tangents; a stacked residual comes in as [1, ...] and is reshaped */
   ktf_map map = {0};
   int nlo = 0;
-  for (int j = 0; j < no; j++) nlo += has_t[j];
+  for (int j = 0; !st && j < no; j++) nlo += has_t[j];
   if (!st && !fallback && nlo) st = kir_program_new_sub(dst, &L);
   if (!st && !fallback && nlo) st = ktf_map_new(op, J->n_vars, &map);
   for (int r = 0, k = no; !st && !fallback && nlo && r < nres; r++) {
