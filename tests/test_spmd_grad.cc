@@ -3,9 +3,11 @@
 // from collective_grad.py): a tensor-parallel MLP (all_gather + matmuls +
 // psum_scatter), a ring step with ppermute, a replicated loss with psum and
 // pmean, all_to_all tiled and untiled, untiled all_gather/psum_scatter on a
-// 2x4 mesh, and vmap over and inside a body that psums; each with and
-// without the replication check, through the C backend and the reference
-// executor.
+// 2x4 mesh, vmap over and inside a body that psums, a captured value, a
+// rank-8 residual (the recomputing fallback) and kiln_grad inside a body
+// (JAX's check_vma=False values); the gradient program's collectives are
+// counted (the forward body runs once). Each with and without the
+// replication check, through the C backend and the reference executor.
 #include <string>
 #include <tuple>
 #include <vector>
