@@ -24,6 +24,8 @@ static void kir_ad_build(void) {
   kir_cumlogsumexp_rules(&g_rules);
   kir_barrier_rules(&g_rules);
   kir_conv_ad(&g_rules);
+  kir_collective_ad(&g_rules);
+  kir_collective_batch(&g_rules);
 }
 
 const kir_ad_rules *kir_ad_rules_get(void) {

@@ -63,6 +63,8 @@ void kir_gather_batch(kir_ad_rules *r);
 void kir_conv_ad(kir_ad_rules *r); /* conv_ad.c: jvp, transposes and batching */
 void kir_window_ad(kir_ad_rules *r);    /* window_ad.c */
 void kir_window_batch(kir_ad_rules *r); /* window_batch.c */
+void kir_collective_ad(kir_ad_rules *r);    /* collective_ad.c */
+void kir_collective_batch(kir_ad_rules *r); /* collective_batch.c */
 /* The batched gather of params over operand x[0] and indices x[1] (mapped
  * at bd, -1 for neither; op_elem/idx_elem their per-example types); the
  * result is mapped at 0. */

@@ -4,7 +4,8 @@
  * tangent; cumsum is linear (its transpose the reversed cumsum); sort
  * gathers the tangents with its permutation, cummax/cummin with the
  * position of the running extreme; cumprod contracts with the products
- * that leave one factor out. */
+ * that leave one factor out; reduce_prod multiplies pairwise (JAX's
+ * _reduce_jvp), so zeros never divide. */
 #include <string.h>
 #include "core/core.h"
 #include "ir/ir.h"
@@ -215,7 +216,97 @@ static kiln_status jvp_cumprod(kir_program *p, const kir_eqn *e, const kir_vid *
   return kir_emit(p, KIR_PRIM_REDUCE_SUM, &sp, 1, &tb, ty);
 }
 
+/* The rows [lo, hi) of x along dimension 0. */
+static kiln_status rows(kir_program *p, kir_vid x, int64_t lo, int64_t hi, kir_vid *out) {
+  const kir_aval *a = kir_var_aval(p, x);
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  kir_p_slice *s = &pr.slice;
+  s->start_indices.n = s->limit_indices.n = s->strides.n = a->rank;
+  for (int i = 0; i < a->rank; i++) {
+    s->start_indices.v[i] = i ? 0 : lo;
+    s->limit_indices.v[i] = i ? a->shape[i] : hi;
+    s->strides.v[i] = 1;
+  }
+  return kir_emit(p, KIR_PRIM_SLICE, &pr, 1, &x, out);
+}
+
+/* x with one row of v appended along dimension 0. */
+static kiln_status pad_row(kir_program *p, kir_vid x, double v, kir_vid *out) {
+  const kir_aval *a = kir_var_aval(p, x);
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  pr.pad.padding_config.n = a->rank;
+  pr.pad.padding_config.hi[0] = 1;
+  kir_vid in[2] = {x};
+  TRY(kir_emit_scalar(p, x, v, &in[1]));
+  return kir_emit(p, KIR_PRIM_PAD, &pr, 2, in, out);
+}
+
+/* reduce_prod as JAX's _reduce_jvp: the reduced axes moved to the front
+ * and flattened to one of n, then halved until one row is left, the
+ * halves multiplied (the shorter padded with a row of ones, its tangent
+ * with zeros): tangent t1 * x2 + x1 * t2. No division, so a zero factor
+ * gives the exact product of the others. */
+static kiln_status jvp_reduce_prod(kir_program *p, const kir_eqn *e, const kir_vid *x,
+                                   const kir_vid *y, const kir_vid *tx, kir_vid *ty) {
+  const kir_aval *a = kir_var_aval(p, x[0]);
+  const kir_dims *axes = &e->params.axes.axes;
+  kir_params pr;
+  memset(&pr, 0, sizeof pr);
+  kir_dims *perm = &pr.transpose.permutation;
+  int64_t n = 1;
+  bool moved = false;
+  for (int k = 0; k < axes->n; k++) {
+    n *= a->shape[axes->v[k]];
+    moved |= axes->v[k] != k;
+    perm->v[perm->n++] = axes->v[k];
+  }
+  for (int i = 0; i < a->rank; i++) {
+    bool reduced = false;
+    for (int k = 0; k < axes->n; k++) reduced |= axes->v[k] == i;
+    if (!reduced) perm->v[perm->n++] = (int8_t)i;
+  }
+  const kir_aval *ya = kir_var_aval(p, y[0]);
+  if (!axes->n) { /* the product of one factor */
+    *ty = tx[0];
+    return KILN_OK;
+  }
+  if (n == 0) return kir_emit_zeros(p, ya, ty);
+  kir_vid xs = x[0], ts = tx[0];
+  if (moved) {
+    TRY(kir_emit(p, KIR_PRIM_TRANSPOSE, &pr, 1, &xs, &xs));
+    TRY(kir_emit(p, KIR_PRIM_TRANSPOSE, &pr, 1, &ts, &ts));
+  }
+  memset(&pr, 0, sizeof pr); /* reshape to [n, kept dims...] */
+  pr.reshape.new_sizes.v[pr.reshape.new_sizes.n++] = n;
+  for (int i = 0; i < ya->rank; i++) pr.reshape.new_sizes.v[pr.reshape.new_sizes.n++] = ya->shape[i];
+  TRY(kir_emit(p, KIR_PRIM_RESHAPE, &pr, 1, &xs, &xs));
+  TRY(kir_emit(p, KIR_PRIM_RESHAPE, &pr, 1, &ts, &ts));
+  for (int64_t m = n; m > 1; m = (m + 1) / 2) {
+    int64_t n1 = (m + 1) / 2;
+    kir_vid x1, x2, t1, t2, a1, a2;
+    TRY(rows(p, xs, 0, n1, &x1));
+    TRY(rows(p, xs, n1, m, &x2));
+    TRY(rows(p, ts, 0, n1, &t1));
+    TRY(rows(p, ts, n1, m, &t2));
+    if (m - n1 != n1) {
+      TRY(pad_row(p, x2, 1.0, &x2));
+      TRY(pad_row(p, t2, 0.0, &t2));
+    }
+    TRY(kir_emit2(p, KIR_PRIM_MUL, t1, x2, &a1));
+    TRY(kir_emit2(p, KIR_PRIM_MUL, x1, t2, &a2));
+    TRY(kir_emit2(p, KIR_PRIM_ADD, a1, a2, &ts));
+    if (n1 > 1) TRY(kir_emit2(p, KIR_PRIM_MUL, x1, x2, &xs));
+  }
+  memset(&pr, 0, sizeof pr);
+  pr.reshape.new_sizes.n = ya->rank;
+  memcpy(pr.reshape.new_sizes.v, ya->shape, (size_t)ya->rank * sizeof(int64_t));
+  return kir_emit(p, KIR_PRIM_RESHAPE, &pr, 1, &ts, ty);
+}
+
 void kir_reduce_ad(kir_ad_rules *r) {
+  r->jvp[KIR_PRIM_REDUCE_PROD] = jvp_reduce_prod;
   r->jvp[KIR_PRIM_REDUCE_SUM] = jvp_reduce_sum;
   r->transpose[KIR_PRIM_REDUCE_SUM] = tr_reduce_sum;
   r->jvp[KIR_PRIM_REDUCE_MAX] = jvp_reduce_chooser;

@@ -332,6 +332,7 @@ ktf_jvp_full_fn ktf_jvp_full_rule(kir_prim prim) {
     case KIR_PRIM_CUSTOM_LIN: return ktf_jvp_custom_lin;
     case KIR_PRIM_COND: return ktf_jvp_cond;
     case KIR_PRIM_SCAN: return ktf_jvp_scan;
+    case KIR_PRIM_SHARD_MAP: return ktf_jvp_shard_map;
     default: return NULL;
   }
 }
@@ -342,6 +343,7 @@ kir_transpose_fn ktf_transpose_rule(kir_prim prim) {
     case KIR_PRIM_CHECKPOINT: return ktf_transpose_checkpoint;
     case KIR_PRIM_COND: return ktf_transpose_cond;
     case KIR_PRIM_SCAN: return ktf_transpose_scan;
+    case KIR_PRIM_SHARD_MAP: return ktf_transpose_shard_map;
     default: return kir_ad_rules_get()->transpose[prim];
   }
 }
@@ -353,6 +355,7 @@ kir_batch_fn ktf_batch_rule(kir_prim prim) {
     case KIR_PRIM_CHECKPOINT: return ktf_batch_checkpoint;
     case KIR_PRIM_COND: return ktf_batch_cond;
     case KIR_PRIM_SCAN: return ktf_batch_scan;
+    case KIR_PRIM_SHARD_MAP: return ktf_batch_shard_map;
     default: return kir_ad_rules_get()->batch[prim];
   }
 }

@@ -115,6 +115,15 @@ kiln_status ktf_batch_cond(kir_program *p, const kir_program *src, const kir_eqn
                            int64_t size, const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
 kiln_status ktf_batch_scan(kir_program *p, const kir_program *src, const kir_eqn *e,
                            int64_t size, const kir_vid *x, const int *bd, kir_vid *y, int *ybd);
+/* shard_map (shard_map_ad.c) */
+kiln_status ktf_jvp_shard_map(const char *op, kir_program *dst, const kir_eqn *e,
+                              const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
+kiln_status ktf_transpose_shard_map(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                    const bool *lin, const kir_vid *x, const kir_vid *ct,
+                                    kir_vid *ct_x);
+kiln_status ktf_batch_shard_map(kir_program *p, const kir_program *src, const kir_eqn *e,
+                                int64_t size, const kir_vid *x, const int *bd, kir_vid *y,
+                                int *ybd);
 /* checkpoint (remat.c) */
 kiln_status ktf_jvp_checkpoint(const char *op, kir_program *dst, const kir_eqn *e,
                                const kir_vid *x, const kir_vid *tx, kir_vid *y, kir_vid *ty);
