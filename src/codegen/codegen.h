@@ -163,7 +163,12 @@ kiln_status kcg_emit_lone(const kir_program *p, const kir_eqn *e, const kcg_targ
  *   LONE   a kernel of its own for a lone equation (kcg_emit_lone)
  *   PARTS  several kernels of one source (CUDA: convolution, scatters)
  *   NONE   no kernel: a matmul library call (a DOT group) or a host step */
-typedef enum kcg_emits { KCG_EMITS_NONE, KCG_EMITS_FUSED, KCG_EMITS_LONE, KCG_EMITS_PARTS } kcg_emits;
+typedef enum kcg_emits {
+  KCG_EMITS_NONE,
+  KCG_EMITS_FUSED,
+  KCG_EMITS_LONE,
+  KCG_EMITS_PARTS
+} kcg_emits;
 kcg_emits kcg_emits_prim(kir_prim prim, kcg_target target);
 /* The primitives kcg_emit takes into a fused group (with kcg_is_reduction's). */
 bool kcg_prim_fusable(kir_prim p);
