@@ -300,3 +300,43 @@ TEST(PrimCoverage, QueriesAgreeWithTheDispatch) {
   EXPECT_EQ(Cell(KIR_PRIM_COND, kTranspose), "\u2713"); // ktf_transpose_rule
   EXPECT_EQ(Cell(KIR_PRIM_EXP, kTranspose), "");        // not linear
 }
+
+// A fused cell is a promise kcg_emit keeps: every elementwise row without
+// params becomes a LOOP kernel for both targets (f32 operands, or i32 where
+// the row has no float spelling).
+TEST(PrimCoverage, FusedElementwiseCellsEmit) {
+  int checked = 0;
+  for (kir_prim prim = (kir_prim)0; prim < KIR_NUM_PRIMS; prim = (kir_prim)(prim + 1)) {
+    const kir_prim_info *info = kir_prim_get(prim);
+    if (info->family != KIR_FAMILY_ELEMENTWISE || info->params != KIR_PARAMS_NONE ||
+        info->n_in < 1 || Cell(prim, kC) != "\u2713 fused")
+      continue;
+    kiln_dtype dt = info->c_float.kind != KIR_SPELL_NONE ? KILN_F32 : KILN_I32;
+    int64_t shape[1] = {8};
+    kir_aval aval = kir_aval_make(dt, 1, shape, false);
+    kir_program *p = nullptr;
+    kfuse_plan *plan = nullptr;
+    kir_vid in[2];
+    int at = -1;
+    ASSERT_EQ(kir_program_new(&p), KILN_OK);
+    for (int i = 0; i < info->n_in; i++) ASSERT_EQ(kir_add_invar(p, &aval, &in[i]), KILN_OK);
+    ASSERT_EQ(kir_add_eqn(p, prim, nullptr, info->n_in, in, &at), KILN_OK)
+        << info->name << ": " << kiln_last_error();
+    ASSERT_EQ(kir_set_outputs(p, 1, p->eqns[at].out), KILN_OK);
+    ASSERT_EQ(kfuse_plan_build(p, nullptr, nullptr, &plan), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(plan->n_groups, 1) << info->name;
+    EXPECT_EQ(plan->groups[0].kind, KFUSE_LOOP) << info->name;
+    for (kcg_target t : {KCG_TARGET_C, KCG_TARGET_CUDA}) {
+      kcg_target_info target = {t, 80};
+      kcg_kernel k;
+      EXPECT_EQ(kcg_emit(p, &plan->groups[0], &target, &k), KILN_OK)
+          << info->name << " for " << (t == KCG_TARGET_C ? "C" : "CUDA") << ": "
+          << kiln_last_error();
+      kcg_kernel_free(&k);
+    }
+    kfuse_plan_free(plan);
+    kir_program_free(p);
+    checked++;
+  }
+  EXPECT_GE(checked, 50);  // the matrix's fused elementwise rows, not a vacuous loop
+}
