@@ -155,6 +155,23 @@ kiln_status kcg_emit_window(const kir_program *p, const kir_eqn *e, const kcg_ta
  * literal's slot empty) then its result. */
 kiln_status kcg_emit_lone(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
                           kcg_kernel *out);
+/* How a primitive's equations become kernels on a target, as the
+ * executors find out (the answer of kcg_emit, kcg_emit_lone and the parts
+ * emitters below, asked of the primitive alone; an emitter may still
+ * decline a particular equation, e.g. a dtype it has no kernel for):
+ *   FUSED  expressions of fused LOOP / REDUCE / ROW kernels (kcg_emit)
+ *   LONE   a kernel of its own for a lone equation (kcg_emit_lone)
+ *   PARTS  several kernels of one source (CUDA: convolution, scatters)
+ *   NONE   no kernel: a matmul library call (a DOT group) or a host step */
+typedef enum kcg_emits {
+  KCG_EMITS_NONE,
+  KCG_EMITS_FUSED,
+  KCG_EMITS_LONE,
+  KCG_EMITS_PARTS
+} kcg_emits;
+kcg_emits kcg_emits_prim(kir_prim prim, kcg_target target);
+/* The primitives kcg_emit takes into a fused group (with kcg_is_reduction's). */
+bool kcg_prim_fusable(kir_prim p);
 /* The equation an OPAQUE group g holds alone, when g reads exactly its
  * operands in order (scalar literals last, as the group lists them: they
  * are not arguments) and writes its one result: the argument order of the

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include "codegen/codegen.h"
 
-static bool kcg_prim_supported(kir_prim p) {
+bool kcg_prim_fusable(kir_prim p) {
+  if (kcg_is_reduction(p)) return true;
   switch (kir_prim_get(p)->family) {
     case KIR_FAMILY_ELEMENTWISE: return true;
     case KIR_FAMILY_SHAPE:
@@ -91,7 +92,7 @@ static kiln_status kcg_check_group(kcg_ctx *c) {
       return kcg_fail(c, KILN_ERR_ARGUMENT,
                       "kcg_emit: group equation %d is %d, not a program equation in order", i, q);
     const kir_eqn *e = &p->eqns[q];
-    if (!kcg_prim_supported(e->prim) && !kcg_is_reduction(e->prim))
+    if (!kcg_prim_fusable(e->prim))
       return kcg_fail(c, KILN_ERR_UNIMPLEMENTED,
                       "kcg_emit: %s (equation %d) is not fused by the code generator",
                       kir_prim_name(e->prim), q);

@@ -95,18 +95,40 @@ kiln_status kcg_lone_finish(const kcg_target_info *t, const char *name, const ch
   return KILN_OK;
 }
 
+typedef kiln_status (*kcg_lone_fn)(const kir_program *p, const kir_eqn *e,
+                                   const kcg_target_info *t, kcg_kernel *out);
+
+/* The one place that says which primitives have a kernel of their own. */
+static kcg_lone_fn kcg_lone_emitter(kir_prim prim, kcg_target target) {
+  if (kir_prim_get(prim)->family == KIR_FAMILY_WINDOW) return kcg_emit_window;
+  switch (prim) {
+    case KIR_PRIM_PAD: return kcg_emit_pad;
+    case KIR_PRIM_ARGMAX: case KIR_PRIM_ARGMIN: return kcg_emit_argmax;
+    case KIR_PRIM_GATHER: return target == KCG_TARGET_CUDA ? kcg_emit_gather : NULL;
+    default: return NULL;
+  }
+}
+
+/* Convolutions and the scatter family (the primitives with scatter's
+ * params) are several kernels of one source on CUDA. */
+static bool kcg_parts_prim(kir_prim prim, kcg_target target) {
+  return target == KCG_TARGET_CUDA && (prim == KIR_PRIM_CONV_GENERAL_DILATED ||
+                                       kir_prim_get(prim)->params == KIR_PARAMS_SCATTER);
+}
+
+kcg_emits kcg_emits_prim(kir_prim prim, kcg_target target) {
+  if (!kir_prim_get(prim)) return KCG_EMITS_NONE;
+  if (kfuse_class_fusible(kfuse_prim_class(prim)) && kcg_prim_fusable(prim)) return KCG_EMITS_FUSED;
+  if (kcg_lone_emitter(prim, target)) return KCG_EMITS_LONE;
+  if (kcg_parts_prim(prim, target)) return KCG_EMITS_PARTS;
+  return KCG_EMITS_NONE;
+}
+
 kiln_status kcg_emit_lone(const kir_program *p, const kir_eqn *e, const kcg_target_info *t,
                           kcg_kernel *out) {
   memset(out, 0, sizeof *out);
-  if (kir_prim_get(e->prim)->family == KIR_FAMILY_WINDOW) return kcg_emit_window(p, e, t, out);
-  switch (e->prim) {
-    case KIR_PRIM_PAD: return kcg_emit_pad(p, e, t, out);
-    case KIR_PRIM_ARGMAX: case KIR_PRIM_ARGMIN: return kcg_emit_argmax(p, e, t, out);
-    case KIR_PRIM_GATHER:
-      if (t->target == KCG_TARGET_CUDA) return kcg_emit_gather(p, e, t, out);
-      break;
-    default: break;
-  }
+  kcg_lone_fn emit = kcg_lone_emitter(e->prim, t->target);
+  if (emit) return emit(p, e, t, out);
   return kcore_fail(KILN_ERR_UNIMPLEMENTED, "%s has no kernel of its own for the %s target",
                     kir_prim_name(e->prim), t->target == KCG_TARGET_CUDA ? "CUDA" : "C");
 }

@@ -219,6 +219,22 @@ typedef struct kfuse_options {
   int max_group_args;
 } kfuse_options;
 
+/* What an equation can take part in. */
+typedef enum kfuse_class {
+  KFUSE_CLASS_ELEM,   /* elementwise */
+  KFUSE_CLASS_INDEX,  /* broadcast_in_dim, reshape, transpose, squeeze, expand_dims, rev, slice */
+  KFUSE_CLASS_IOTA,
+  KFUSE_CLASS_REDUCE, /* reduce_{sum,max,min,prod,and,or} */
+  KFUSE_CLASS_DOT,
+  KFUSE_CLASS_OPAQUE
+} kfuse_class;
+
+/* A primitive's class, as far as its row tells (kfuse_classify refines it
+ * per equation: effects, result count, a bitcast between widths): what the
+ * fusion planner may put into a kernel, what the executors run as a matmul
+ * library call, and what stays an OPAQUE step. */
+kfuse_class kfuse_prim_class(kir_prim prim);
+
 void kfuse_options_default(kfuse_options *o);
 
 /* Plans p (a verified program; kir_verify runs again, its failure is
@@ -252,15 +268,6 @@ kiln_status kfuse_plan_print(const kfuse_plan *plan, const kir_program *p, char 
  * Internal to src/fuse (shared between its files)
  * ====================================================================== */
 
-/* What an equation can take part in. */
-typedef enum kfuse_class {
-  KFUSE_CLASS_ELEM,   /* elementwise */
-  KFUSE_CLASS_INDEX,  /* broadcast_in_dim, reshape, transpose, squeeze, expand_dims, rev, slice */
-  KFUSE_CLASS_IOTA,
-  KFUSE_CLASS_REDUCE, /* reduce_{sum,max,min,prod,and,or} */
-  KFUSE_CLASS_DOT,
-  KFUSE_CLASS_OPAQUE
-} kfuse_class;
 
 kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e);
 static inline bool kfuse_class_fusible(kfuse_class c) {

@@ -8,25 +8,20 @@
 
 /* ---- classes ---- */
 
-kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
-  const kir_prim_info *info = kir_prim_get(e->prim);
-  if (!info || kir_eqn_has_effect(e) || e->n_out != 1) return KFUSE_CLASS_OPAQUE;
+kfuse_class kfuse_prim_class(kir_prim prim) {
+  const kir_prim_info *info = kir_prim_get(prim);
+  if (!info || (info->flags & KIR_PRIM_EFFECT) || info->n_out != 1) return KFUSE_CLASS_OPAQUE;
   switch (info->family) {
     case KIR_FAMILY_ELEMENTWISE:
       /* erf_inv stays on the reference evaluator, the one implementation of
        * XLA's exact f32 algorithm (jax.random.normal relies on its bits). */
-      if (e->prim == KIR_PRIM_ERF_INV) return KFUSE_CLASS_OPAQUE;
-      /* A bitcast between widths adds or drops a dimension: not per element. */
-      if (e->prim == KIR_PRIM_BITCAST_CONVERT_TYPE &&
-          !kir_aval_same_shape(kir_var_aval(p, e->in[0]), kir_var_aval(p, e->out[0])))
-        return KFUSE_CLASS_OPAQUE;
-      return KFUSE_CLASS_ELEM;
+      return prim == KIR_PRIM_ERF_INV ? KFUSE_CLASS_OPAQUE : KFUSE_CLASS_ELEM;
     case KIR_FAMILY_SHAPE:
-      if (kir_prim_is_index_map(e->prim)) return KFUSE_CLASS_INDEX;
-      if (e->prim == KIR_PRIM_IOTA) return KFUSE_CLASS_IOTA;
+      if (kir_prim_is_index_map(prim)) return KFUSE_CLASS_INDEX;
+      if (prim == KIR_PRIM_IOTA) return KFUSE_CLASS_IOTA;
       return KFUSE_CLASS_OPAQUE; /* dynamic slices, pad, concatenate, gather, scatter */
     case KIR_FAMILY_REDUCE:
-      switch (e->prim) {
+      switch (prim) {
         case KIR_PRIM_REDUCE_SUM:
         case KIR_PRIM_REDUCE_MAX:
         case KIR_PRIM_REDUCE_MIN:
@@ -38,6 +33,15 @@ kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
     case KIR_FAMILY_DOT: return KFUSE_CLASS_DOT;
     default: return KFUSE_CLASS_OPAQUE;
   }
+}
+
+kfuse_class kfuse_classify(const kir_program *p, const kir_eqn *e) {
+  if (!kir_prim_get(e->prim) || kir_eqn_has_effect(e) || e->n_out != 1) return KFUSE_CLASS_OPAQUE;
+  /* A bitcast between widths adds or drops a dimension: not per element. */
+  if (e->prim == KIR_PRIM_BITCAST_CONVERT_TYPE &&
+      !kir_aval_same_shape(kir_var_aval(p, e->in[0]), kir_var_aval(p, e->out[0])))
+    return KFUSE_CLASS_OPAQUE;
+  return kfuse_prim_class(e->prim);
 }
 
 /* ---- index maps ---- */

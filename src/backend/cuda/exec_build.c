@@ -82,15 +82,6 @@ static kiln_status kcuda_step_gemm(kdev_exec *x, const kdev_build *b, const kir_
   return st;
 }
 
-static bool kcuda_is_parts(kir_prim prim) {
-  switch (prim) {
-    case KIR_PRIM_CONV_GENERAL_DILATED: case KIR_PRIM_SCATTER: case KIR_PRIM_SCATTER_ADD:
-    case KIR_PRIM_SCATTER_MUL: case KIR_PRIM_SCATTER_MIN: case KIR_PRIM_SCATTER_MAX:
-      return true;
-    default: return false;
-  }
-}
-
 /* Emits one group's kernel into *k (k->name NULL when there is none): a
  * group the emitter declines becomes a host step, a DOT group a matmul, a
  * lone convolution or scatter several kernels (exec_parts.c), another lone
@@ -102,7 +93,7 @@ static kiln_status kcuda_step_emit(kdev_exec *x, const kdev_build *b, const kir_
   s->kind = KCUDA_STEP_HOST;
   if (grp->kind == KFUSE_DOT) return kcuda_step_gemm(x, b, p, grp, s);
   const kir_eqn *lone = kcg_lone_eqn(p, grp);
-  if (lone && kcuda_is_parts(lone->prim)) return kcuda_step_parts_emit(x, b, lone, s, k);
+  if (lone && kcg_emits_prim(lone->prim, KCG_TARGET_CUDA) == KCG_EMITS_PARTS) return kcuda_step_parts_emit(x, b, lone, s, k);
   if (!lone && grp->kind != KFUSE_LOOP && grp->kind != KFUSE_REDUCE && grp->kind != KFUSE_ROW)
     return KILN_OK;
   kcg_target_info target = {KCG_TARGET_CUDA, kcuda_x_sm(x->dev)};
