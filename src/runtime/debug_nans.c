@@ -27,7 +27,7 @@ static kiln_status krt_host_leaf_of(kiln_array *a, krt_host_leaf *out) {
   out->buf.aval = kir_aval_make(a->dtype, a->rank, a->shape, false);
   if (nb == 0) return KILN_OK;
   kiln_status st;
-  if (!a->shards && a->device->info.platform == KILN_BACKEND_CPU) {
+  if (!a->shards && (a->device->backend->caps & KDEV_CAP_HOST_MEMORY)) {
     if ((st = kiln_array_block_until_ready(a))) return st;
     out->buf.data = (void *)a->buf.ptr;
     return KILN_OK;
