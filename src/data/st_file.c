@@ -58,18 +58,35 @@ static kiln_status tensor_bytes(const kdata_st_file *f, const kdata_st_entry *e,
   return KILN_OK;
 }
 
+static kiln_status index_names(kdata_st_file *f) {
+  kdata_st_header *h = &f->h;
+  if (!(h->by_name = malloc((h->n ? h->n : 1) * sizeof *h->by_name)))
+    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", f->op);
+  named *tmp = malloc((h->n ? h->n : 1) * sizeof *tmp);
+  if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", f->op);
+  for (size_t i = 0; i < h->n; i++) tmp[i] = (named){h->e[i].name, i};
+  qsort(tmp, h->n, sizeof *tmp, by_name);
+  for (size_t i = 0; i < h->n; i++) h->by_name[i] = tmp[i].index;
+  free(tmp);
+  for (size_t i = 1; i < h->n; i++)
+    if (strcmp(h->e[h->by_name[i]].name, h->e[h->by_name[i - 1]].name) == 0)
+      return fail(f, "tensor %s appears twice in the header", h->e[h->by_name[i]].name);
+  return KILN_OK;
+}
+
 /* Sorts the tensors by data_offsets and checks that they tile the data
  * section exactly, each holding product(shape) * dtype-size bytes. */
 static kiln_status check_layout(kdata_st_file *f) {
   kdata_st_header *h = &f->h;
   qsort(h->e, h->n, sizeof *h->e, by_offsets);
+  kiln_status s = index_names(f); /* a duplicate name first: clearer than its overlap */
+  if (s != KILN_OK) return s;
   uint64_t at = 0;
   char type[160];
   for (size_t i = 0; i < h->n; i++) {
     const kdata_st_entry *e = &h->e[i];
     uint64_t need = 0;
-    kiln_status s = tensor_bytes(f, e, &need);
-    if (s != KILN_OK) return s;
+    if ((s = tensor_bytes(f, e, &need)) != KILN_OK) return s;
     if (e->begin > at)
       return fail(f, "a gap of %llu bytes before tensor %s (data_offsets [%llu, %llu])",
                   (unsigned long long)(e->begin - at), e->name, (unsigned long long)e->begin,
@@ -94,22 +111,6 @@ static kiln_status check_layout(kdata_st_file *f) {
     return fail(f, "%llu trailing bytes after the last tensor's data (the data section has %llu, "
                 "the tensors cover %llu)", (unsigned long long)(f->data_len - at),
                 (unsigned long long)f->data_len, (unsigned long long)at);
-  return KILN_OK;
-}
-
-static kiln_status index_names(kdata_st_file *f) {
-  kdata_st_header *h = &f->h;
-  if (!(h->by_name = malloc((h->n ? h->n : 1) * sizeof *h->by_name)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", f->op);
-  named *tmp = malloc((h->n ? h->n : 1) * sizeof *tmp);
-  if (!tmp) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", f->op);
-  for (size_t i = 0; i < h->n; i++) tmp[i] = (named){h->e[i].name, i};
-  qsort(tmp, h->n, sizeof *tmp, by_name);
-  for (size_t i = 0; i < h->n; i++) h->by_name[i] = tmp[i].index;
-  free(tmp);
-  for (size_t i = 1; i < h->n; i++)
-    if (strcmp(h->e[h->by_name[i]].name, h->e[h->by_name[i - 1]].name) == 0)
-      return fail(f, "tensor %s appears twice in the header", h->e[h->by_name[i]].name);
   return KILN_OK;
 }
 
@@ -175,7 +176,7 @@ static kiln_status open_run(kdata_st_file *f) {
   if (s != KILN_OK) return s;
   f->data_start = 8 + hlen;
   f->data_len = (uint64_t)size - 8 - hlen;
-  if ((s = check_layout(f)) != KILN_OK || (s = index_names(f)) != KILN_OK) return s;
+  if ((s = check_layout(f)) != KILN_OK) return s;
   return read_checksums(f);
 }
 

@@ -119,43 +119,37 @@ static kiln_status string(parser *ps, char **out) {
   char *o = malloc((size_t)(ps->end - ps->p) + 1);
   if (!o) return oom(ps);
   size_t n = 0;
-  const char *why = "unterminated string";
-  while (ps->p < ps->end && *ps->p != '"') {
+  const char *why = NULL;
+  while (!why && ps->p < ps->end && *ps->p != '"') {
     char c = *ps->p++;
     if ((unsigned char)c < 0x20) {
       why = "control character in a string";
-      break;
-    }
-    if (c != '\\') {
+    } else if (c != '\\') {
       o[n++] = c;
-      continue;
-    }
-    why = "bad escape in a string";
-    if (ps->p >= ps->end) break;
-    c = *ps->p++;
-    const char *simple = c ? strchr("\"\\/bfnrt", c) : NULL;
-    if (simple) {
-      o[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-      continue;
-    }
-    unsigned cp, lo;
-    if (c != 'u' || ps->end - ps->p < 4 || !hex4(ps->p, &cp) || cp == 0) break;
-    ps->p += 4;
-    if (cp >= 0xD800 && cp < 0xDC00) {
-      if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || !hex4(ps->p + 2, &lo) ||
-          lo < 0xDC00 || lo >= 0xE000) {
-        why = "lone surrogate in a string";
-        break;
+    } else if (ps->p >= ps->end) {
+      why = "bad escape in a string";
+    } else if ((c = *ps->p++) && strchr("\"\\/bfnrt", c)) {
+      o[n++] = "\"\\/\b\f\n\r\t"[strchr("\"\\/bfnrt", c) - "\"\\/bfnrt"];
+    } else {
+      unsigned cp, lo;
+      if (c != 'u' || ps->end - ps->p < 4 || !hex4(ps->p, &cp) || cp == 0) {
+        why = "bad escape in a string";
+        continue;
       }
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      ps->p += 6;
-    } else if (cp >= 0xDC00 && cp < 0xE000) {
-      why = "lone surrogate in a string";
-      break;
+      ps->p += 4;
+      if (cp >= 0xD800 && cp < 0xDC00 && ps->end - ps->p >= 6 && ps->p[0] == '\\' &&
+          ps->p[1] == 'u' && hex4(ps->p + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        ps->p += 6;
+      } else if (cp >= 0xD800 && cp < 0xE000) {
+        why = "lone surrogate in a string";
+        continue;
+      }
+      put_utf8(o, &n, cp);
     }
-    put_utf8(o, &n, cp);
   }
-  if (ps->p >= ps->end || *ps->p != '"') {
+  if (!why && ps->p >= ps->end) why = "unterminated string";
+  if (why) {
     free(o);
     return bad(ps, why);
   }
