@@ -121,7 +121,7 @@ TEST_F(Checkpoint, MalformedFilesAreIoErrors) {
   EXPECT_EQ(out, nullptr);
 }
 
-// A file Python's safetensors wrote (tests/golden/checkpoint.py).
+// Files Python's safetensors wrote (tests/golden/checkpoint.py).
 TEST_F(Checkpoint, RestoresAFilePythonSafetensorsWrote) {
   float w[6];
   for (int i = 0; i < 6; i++) w[i] = static_cast<float>(i) * 0.25f - 1;
@@ -134,11 +134,27 @@ TEST_F(Checkpoint, RestoresAFilePythonSafetensorsWrote) {
                               {arr(KILN_U32, {2}, key), kiln_tree_list(1, &mu_d),
                                dict({"b", "w"}, {arr(KILN_I64, {3}, b), arr(KILN_F32, {2, 3}, w)}),
                                arr(KILN_I32, {}, &step)}));
+  // Without checksums (loaded unchecked), and with the ones Python's
+  // zlib.crc32 computed (checked).
+  for (const char *name : {"checkpoint_py.safetensors", "checkpoint_py_crc.safetensors"}) {
+    kiln_tree *back = nullptr;
+    std::string golden = std::string(KILN_GOLDEN_DIR) + "/" + name;
+    ASSERT_EQ(kiln_checkpoint_restore(golden.c_str(), want, dev0, &back), KILN_OK)
+        << kiln_last_error();
+    keep(back);
+    expect_same_values(want, back);
+  }
+  // Python put ['params']['b'] first in the data section: flip its last bit.
+  std::string bytes = read_bytes(std::string(KILN_GOLDEN_DIR) + "/checkpoint_py_crc.safetensors");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  bytes[8 + n + 23] = static_cast<char>(bytes[8 + n + 23] ^ 0x80);
+  std::string p = dir + "/py_flipped.safetensors";
+  write_bytes(p, bytes);
   kiln_tree *back = nullptr;
-  std::string golden = std::string(KILN_GOLDEN_DIR) + "/checkpoint_py.safetensors";
-  ASSERT_EQ(kiln_checkpoint_restore(golden.c_str(), want, dev0, &back), KILN_OK) << kiln_last_error();
-  keep(back);
-  expect_same_values(want, back);
+  EXPECT_EQ(kiln_checkpoint_restore(p.c_str(), want, dev0, &back), KILN_ERR_IO);
+  EXPECT_NE(std::string(kiln_last_error()).find("tensor ['params']['b'] is corrupt"),
+            std::string::npos) << kiln_last_error();
 }
 
 // The other way: Python's safetensors (load_file) reads kiln's file with
