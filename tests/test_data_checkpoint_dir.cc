@@ -28,17 +28,29 @@ pid_t killed_writer(const std::string &prefix) {
   return pid;
 }
 
+// A child process killed and reaped when the test ends, however it ends.
+struct Child {
+  pid_t pid;
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 // Temporaries whose writer is dead are removed by the next save to the path
 // and by the next restore from it; a live writer's, and any other file, stay.
 TEST_F(Checkpoint, TemporariesOfKilledWritersAreRemoved) {
   pid_t dead = killed_writer(path + ".tmp.");
   const std::string dead_tmp = path + ".tmp." + std::to_string(dead);
   ASSERT_EQ(access(dead_tmp.c_str(), F_OK), 0);
-  pid_t live = fork();  // a writer still at work
-  if (live == 0) {
+  Child writer{fork()};  // a writer still at work
+  if (writer.pid == 0) {
     pause();
     _exit(0);
   }
+  const pid_t live = writer.pid;
   const std::string live_tmp = path + ".tmp." + std::to_string(live);
   write_bytes(live_tmp, "in progress");
   // Not ours to remove: other stems, other suffixes, no pid, a pid with a
@@ -58,6 +70,7 @@ TEST_F(Checkpoint, TemporariesOfKilledWritersAreRemoved) {
   // of this process's own.
   kill(live, SIGKILL);
   waitpid(live, nullptr, 0);
+  writer.pid = -1;
   const std::string own = "state.safetensors.tmp." + std::to_string(getpid());
   write_bytes(dir + "/" + own, "x");
   want.push_back(own);
@@ -191,7 +204,8 @@ TEST_F(Checkpoint, KilledSaverLeavesAUsableDirectory) {
   std::string ckdir = dir + "/run";
   for (int round = 0; round < 3; round++) {
     // The child builds its own context: nothing of the parent's crosses the fork.
-    pid_t pid = fork();
+    Child saver{fork()};
+    const pid_t pid = saver.pid;
     if (pid == 0) {
       kiln_options o;
       kiln_options_init(&o);
@@ -224,6 +238,7 @@ TEST_F(Checkpoint, KilledSaverLeavesAUsableDirectory) {
     kill(pid, SIGKILL);
     int st = 0;
     ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    saver.pid = -1;
     ASSERT_TRUE(WIFSIGNALED(st)) << "child exited with " << WEXITSTATUS(st);
     char *p = nullptr;
     int64_t step = -1;

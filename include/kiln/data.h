@@ -34,10 +34,14 @@ typedef struct kiln_host_data {
 void kiln_host_data_free(kiln_host_data *d);
 
 /* Reads an IDX file (magic 0,0,type,rank; big-endian dimensions and data),
- * gzip'd or plain: zlib reads both. Types u8, i8, i16, i32, f32 and f64 map
- * to kiln's dtypes; multi-byte values are converted to host order. A bad
- * magic, an unknown type, a truncated file or trailing bytes is
- * KILN_ERR_IO with the path and what is wrong. */
+ * gzip'd or plain. Types u8, i8, i16, i32, f32 and f64 map to kiln's
+ * dtypes; multi-byte values are converted to host order. A bad magic, an
+ * unknown type, a truncated file or trailing bytes is KILN_ERR_IO with the
+ * path and what is wrong; so is gzip input that gzip -t refuses: a member
+ * cut short (its CRC-32/ISIZE trailer missing), a trailer that does not
+ * match the data, or bytes other than zero padding after the last member.
+ * Members concatenate, as gzip -d reads them. (kiln_load_npy reads gzip the
+ * same way.) */
 kiln_status kiln_load_idx(const char *path, kiln_host_data *out);
 
 /* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0 headers), C order, of a

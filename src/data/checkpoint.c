@@ -186,7 +186,8 @@ static kiln_status save_header(const kiln_tree *tree, const kiln_leaf *leaves, c
   text_json_string(h, ds);
   free(ds);
   for (size_t i = 0; i < n && !h->oom; i++) {
-    text_put(h, ",\"" KDATA_CRC_PREFIX, sizeof KDATA_CRC_PREFIX + 1);
+    static const char key[] = ",\"" KDATA_CRC_PREFIX;
+    text_put(h, key, sizeof key - 1);
     text_json_chars(h, names[i]);
     text_put(h, "\":\"", 3);
     crc_at[i] = h->n;

@@ -78,7 +78,7 @@ static kiln_status list_steps(const char *op, const char *dir, int64_t **out, si
     (*out)[(*n)++] = step;
   }
   closedir(d);
-  if (s == KILN_OK) qsort(*out, *n, sizeof **out, by_step_desc);
+  if (s == KILN_OK && *n) qsort(*out, *n, sizeof **out, by_step_desc);
   return s;
 }
 
@@ -195,8 +195,8 @@ kiln_status kiln_checkpoint_latest(const char *dir, char **path, int64_t *step) 
     if (steps[i] != pointed) s = found(op, dir, steps[i], path, step, &ok);
   free(steps);
   if (s == KILN_OK && !ok)
-    s = kcore_fail(KILN_ERR_NOT_FOUND, "%s: '%s' holds no usable checkpoint (%zu step file%s, "
-                   "pointer %s)", op, dir, n, n == 1 ? "" : "s",
-                   pointed >= 0 ? "names a damaged or missing file" : "missing or malformed");
+    s = kcore_fail(KILN_ERR_NOT_FOUND, "%s: '%s' holds no usable checkpoint: %zu step files, "
+                   "none passes its checks; the pointer %s", op, dir, n,
+                   pointed >= 0 ? "names a damaged or missing file" : "is missing or malformed");
   return s;
 }

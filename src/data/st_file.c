@@ -78,7 +78,7 @@ static kiln_status index_names(kdata_st_file *f) {
  * section exactly, each holding product(shape) * dtype-size bytes. */
 static kiln_status check_layout(kdata_st_file *f) {
   kdata_st_header *h = &f->h;
-  qsort(h->e, h->n, sizeof *h->e, by_offsets);
+  if (h->n) qsort(h->e, h->n, sizeof *h->e, by_offsets);
   kiln_status s = index_names(f); /* a duplicate name first: clearer than its overlap */
   if (s != KILN_OK) return s;
   uint64_t at = 0;
