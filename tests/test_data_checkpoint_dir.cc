@@ -202,6 +202,7 @@ TEST_F(Checkpoint, LatestFallsBackToTheHighestUsableStep) {
 // values, and the next save clears the child's temporaries.
 TEST_F(Checkpoint, KilledSaverLeavesAUsableDirectory) {
   std::string ckdir = dir + "/run";
+  int64_t last = 1;
   for (int round = 0; round < 3; round++) {
     // The child builds its own context: nothing of the parent's crosses the fork.
     Child saver{fork()};
@@ -243,7 +244,10 @@ TEST_F(Checkpoint, KilledSaverLeavesAUsableDirectory) {
     char *p = nullptr;
     int64_t step = -1;
     ASSERT_EQ(kiln_checkpoint_latest(ckdir.c_str(), &p, &step), KILN_OK) << kiln_last_error();
-    EXPECT_GT(step, 100 * round);
+    // The pointer may lag the newest file (killed between the two), never
+    // go back.
+    EXPECT_GE(step, last);
+    last = step;
     std::vector<float> zeros(256, 0.0f);
     int64_t zero = 0;
     kiln_tree *want = keep(dict({"step", "w"}, {arr(KILN_I64, {}, &zero), arr(KILN_F32, {256}, zeros.data())}));
