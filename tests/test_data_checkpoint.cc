@@ -28,6 +28,16 @@ TEST_F(Checkpoint, RoundTripOntoTheGivenDevice) {
   EXPECT_EQ(dir_entries(), std::vector<std::string>{"state.safetensors"});
 }
 
+// A tree without leaves is a file of metadata only, which restores.
+TEST_F(Checkpoint, EmptyTreeRoundTrips) {
+  kiln_tree *empty = keep(dict({}, {}));
+  ASSERT_EQ(kiln_checkpoint_save(path.c_str(), empty), KILN_OK) << kiln_last_error();
+  kiln_tree *back = nullptr;
+  ASSERT_EQ(kiln_checkpoint_restore(path.c_str(), empty, dev0, &back), KILN_OK) << kiln_last_error();
+  keep(back);
+  EXPECT_EQ(kiln_tree_num_children(back), 0u);
+}
+
 TEST_F(Checkpoint, HeaderFollowsTheSafetensorsFormat) {
   ASSERT_EQ(kiln_checkpoint_save(path.c_str(), train_state(1)), KILN_OK) << kiln_last_error();
   std::ifstream in(path, std::ios::binary);

@@ -125,28 +125,41 @@ static kiln_status check_leaves(const char *path, const kiln_leaf *leaves, char 
   return KILN_OK;
 }
 
-/* The flat index of the first NaN or infinity in a floating buffer (its
- * kind in *what), -1 for none. By bits: exponent all ones. */
+/* The flat index of the first element of p[0..count) whose exponent bits
+ * are all ones (a NaN or an infinity), -1 for none; typed loops, so the
+ * compiler vectorises the scan. */
+#define KDATA_SCAN(T, EXP)                                    \
+  static int64_t scan_##T(const T *p, int64_t count) {        \
+    for (int64_t i = 0; i < count; i++)                       \
+      if ((p[i] & (EXP)) == (EXP)) return i;                  \
+    return -1;                                                \
+  }
+KDATA_SCAN(uint16_t, 0x7C00u)
+typedef uint16_t bf16_bits;
+KDATA_SCAN(bf16_bits, 0x7F80u)
+KDATA_SCAN(uint32_t, 0x7F800000u)
+KDATA_SCAN(uint64_t, 0x7FF0000000000000ull)
+#undef KDATA_SCAN
+
+/* The first NaN or infinity of a floating leaf's host copy (its kind in
+ * *what), -1 for none or for other dtypes. The buffer is malloc'ed, so
+ * aligned for any of these widths; host order is the file's little-endian. */
 static int64_t first_nonfinite(kiln_dtype dt, const void *buf, int64_t count, const char **what) {
-  uint64_t exp, man, sign;
+  int64_t i;
+  uint64_t v, man, sign;
   switch (dt) {
-    case KILN_F16: exp = 0x7C00, man = 0x3FF, sign = 0x8000; break;
-    case KILN_BF16: exp = 0x7F80, man = 0x7F, sign = 0x8000; break;
-    case KILN_F32: exp = 0x7F800000, man = 0x7FFFFF, sign = 0x80000000u; break;
-    case KILN_F64: exp = 0x7FF0000000000000ull, man = 0xFFFFFFFFFFFFFull, sign = 1ull << 63; break;
+    case KILN_F16: i = scan_uint16_t(buf, count), man = 0x3FF, sign = 0x8000; break;
+    case KILN_BF16: i = scan_bf16_bits(buf, count), man = 0x7F, sign = 0x8000; break;
+    case KILN_F32: i = scan_uint32_t(buf, count), man = 0x7FFFFF, sign = 0x80000000u; break;
+    case KILN_F64: i = scan_uint64_t(buf, count), man = 0xFFFFFFFFFFFFFull, sign = 1ull << 63; break;
     default: return -1;
   }
+  if (i < 0) return -1;
   size_t es = kiln_dtype_size(dt);
-  const unsigned char *p = buf;
-  for (int64_t i = 0; i < count; i++, p += es) {
-    uint64_t v = 0;
-    memcpy(&v, p, es); /* little-endian host, as the file */
-    if ((v & exp) == exp) {
-      *what = v & man ? "NaN" : v & sign ? "-inf" : "inf";
-      return i;
-    }
-  }
-  return -1;
+  v = 0;
+  memcpy(&v, (const unsigned char *)buf + (size_t)i * es, es);
+  *what = v & man ? "NaN" : v & sign ? "-inf" : "inf";
+  return i;
 }
 
 /* ---- the header ---- */
