@@ -126,8 +126,8 @@ static kiln_status check_leaves(const char *path, const kiln_leaf *leaves, char 
 }
 
 /* The flat index of the first element of p[0..count) whose exponent bits
- * are all ones (a NaN or an infinity), -1 for none; typed loops, so the
- * compiler vectorises the scan. */
+ * are all ones (a NaN or an infinity), -1 for none; one typed loop per
+ * width, so each element is a single load and mask. */
 #define KDATA_SCAN(T, EXP)                                    \
   static int64_t scan_##T(const T *p, int64_t count) {        \
     for (int64_t i = 0; i < count; i++)                       \
