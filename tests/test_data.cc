@@ -99,6 +99,82 @@ TEST(DataIdx, ErrorsNameTheFileAndTheProblem) {
   expect_io_error(kiln_load_idx("/nonexistent/x.gz", &d), "/nonexistent/x.gz", "cannot open");
 }
 
+// A gzip member of `data` made by zlib's deflate (windowBits 31: gzip
+// wrapper, its trailer the CRC-32 and the length mod 2^32, little-endian).
+std::string gzip_member(const std::string &data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef *>(const_cast<char *>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef *>(&out[0]);
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// Each gzip member's trailer is checked: cut off, or not matching its data,
+// the file is KILN_ERR_IO naming it; members concatenate (as gzip -d does)
+// and zero padding after the last is allowed, other bytes are not.
+TEST(DataIdx, GzipTrailersAreChecked) {
+  std::string idx = {0, 0, 0x08, 1, 0, 0, 0x01, 0x00};  // u8[256]
+  for (int i = 0; i < 256; i++) idx.push_back(static_cast<char>(i * 13));
+  const std::string gz = gzip_member(idx);
+  ASSERT_EQ(gz.size() > 18, true);
+  const size_t n = gz.size();
+  // The trailer zlib wrote is the CRC-32 and ISIZE of the data.
+  uLong crc = crc32(0, reinterpret_cast<const Bytef *>(idx.data()), static_cast<uInt>(idx.size()));
+  for (int i = 0; i < 4; i++) {
+    EXPECT_EQ(static_cast<unsigned char>(gz[n - 8 + i]), (crc >> (8 * i)) & 0xff);
+    EXPECT_EQ(static_cast<unsigned char>(gz[n - 4 + i]), (idx.size() >> (8 * i)) & 0xff);
+  }
+  std::string p = temp_path("trailer.gz");
+  auto load = [&](const std::string &bytes, kiln_host_data *d) {
+    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return kiln_load_idx(p.c_str(), d);
+  };
+  kiln_host_data d{};
+  auto flip = [&](size_t at) {
+    std::string b = gz;
+    b[at] = static_cast<char>(b[at] ^ 0x04);
+    return b;
+  };
+  struct Bad {
+    const char *name;
+    std::string bytes;
+    const char *what;
+  } bad[] = {
+      {"no trailer", gz.substr(0, n - 8), "gzip member 1 is truncated"},
+      {"half a trailer", gz.substr(0, n - 4), "gzip member 1 is truncated"},
+      {"data cut short", gz.substr(0, n / 2), "gzip member 1 is truncated"},
+      {"CRC-32 flipped", flip(n - 7), "gzip member 1 fails its CRC-32 check"},
+      {"ISIZE flipped", flip(n - 2), "gzip member 1 fails its ISIZE check"},
+      {"second member without trailer", gz + gz.substr(0, n - 8), "gzip member 2 is truncated"},
+      {"trailing garbage", gz + "junk", "4 bytes of trailing garbage after gzip member 1"},
+  };
+  for (const Bad &b : bad) {
+    expect_io_error(load(b.bytes, &d), p, b.what);
+    EXPECT_EQ(d.data, nullptr) << b.name;
+  }
+  // A flipped bit inside the deflate data: corrupt or a CRC mismatch, never loaded.
+  for (size_t at = 10; at < n - 8; at += 7) {
+    EXPECT_EQ(load(flip(at), &d), KILN_ERR_IO) << "byte " << at;
+    EXPECT_NE(std::string(kiln_last_error()).find(p), std::string::npos);
+    kiln_host_data_free(&d);
+  }
+  // Two members (header and data split) and zero padding: the same data.
+  std::string split = gzip_member(idx.substr(0, 5)) + gzip_member(idx.substr(5));
+  for (const std::string &ok : {gz, split, gz + std::string(16, '\0')}) {
+    ASSERT_EQ(load(ok, &d), KILN_OK) << kiln_last_error();
+    ASSERT_EQ(d.nbytes, 256u);
+    EXPECT_EQ(memcmp(d.data, idx.data() + 8, 256), 0);
+    kiln_host_data_free(&d);
+  }
+  unlink(p.c_str());
+}
+
 // Debian's dataset-fashion-mnist (scripts/install-deps installs it).
 TEST(DataIdx, FashionMnistWhenInstalled) {
   const std::string dir = "/usr/share/datasets/fashion-mnist/";

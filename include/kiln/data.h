@@ -4,7 +4,10 @@
  *
  * A loaded data set is a kiln_host_data: a dense C-order buffer the caller
  * owns (kiln_host_data_free), with a kiln dtype and a shape whose leading
- * dimension is the example axis. */
+ * dimension is the example axis.
+ *
+ * Checkpoints: pytrees saved as safetensors files, checksummed and replaced
+ * atomically, and rotating checkpoint directories. */
 #ifndef KILN_DATA_H
 #define KILN_DATA_H
 
@@ -31,10 +34,14 @@ typedef struct kiln_host_data {
 void kiln_host_data_free(kiln_host_data *d);
 
 /* Reads an IDX file (magic 0,0,type,rank; big-endian dimensions and data),
- * gzip'd or plain: zlib reads both. Types u8, i8, i16, i32, f32 and f64 map
- * to kiln's dtypes; multi-byte values are converted to host order. A bad
- * magic, an unknown type, a truncated file or trailing bytes is
- * KILN_ERR_IO with the path and what is wrong. */
+ * gzip'd or plain. Types u8, i8, i16, i32, f32 and f64 map to kiln's
+ * dtypes; multi-byte values are converted to host order. A bad magic, an
+ * unknown type, a truncated file or trailing bytes is KILN_ERR_IO with the
+ * path and what is wrong; so is gzip input that gzip -t refuses: a member
+ * cut short (its CRC-32/ISIZE trailer missing), a trailer that does not
+ * match the data, or bytes other than zero padding after the last member.
+ * Members concatenate, as gzip -d reads them. (kiln_load_npy reads gzip the
+ * same way.) */
 kiln_status kiln_load_idx(const char *path, kiln_host_data *out);
 
 /* Reads a NumPy .npy file (format 1.0, 2.0 or 3.0 headers), C order, of a
@@ -65,23 +72,94 @@ kiln_status kiln_host_data_to_array(const kiln_host_data *d, kiln_device *dev, k
 
 /* ---- checkpoints: pytrees of arrays as safetensors files ---- */
 
+typedef struct kiln_checkpoint_options {
+  /* Save leaves holding NaN or infinity instead of refusing the tree. */
+  int allow_nonfinite;
+  /* User metadata: n_metadata string pairs kept in the file's __metadata__
+   * (e.g. a run's flags, read back with kiln_checkpoint_read_metadata). Keys
+   * are non-empty, distinct, valid UTF-8 and not kiln's own: "format",
+   * "treedef", or any beginning with "crc32:" or "kiln."; values are UTF-8. */
+  size_t n_metadata;
+  const char *const *metadata_keys;
+  const char *const *metadata_values;
+} kiln_checkpoint_options;
+
+/* The defaults, which a zeroed struct also gives. */
+void kiln_checkpoint_options_init(kiln_checkpoint_options *opts);
+
 /* Saves every leaf of tree (all must be arrays: params, optimizer state, the
  * step, a PRNG key, ...) as one safetensors tensor named by its key path as
  * jax.tree_util.keystr writes it ("['params']['w']"), in flatten order,
- * dtypes as safetensors names them (F32, BF16, I32, U32, ...);
- * __metadata__ holds {"format": "kiln", "treedef": <the structure>}. The
- * file is written to "<path>.tmp.<pid>", fsynced and renamed over path (then
- * the directory fsynced), so a failure or a crash mid-write leaves any
- * previous checkpoint at path intact and no temporary file behind. */
+ * dtypes as safetensors names them (F32, BF16, I32, U32, ...). __metadata__
+ * holds {"format": "kiln", "treedef": <the structure>}, the CRC-32 of each
+ * tensor's bytes ("crc32:<name>": 8 lowercase hex digits, zlib's CRC-32, the
+ * one Python's zlib.crc32 computes; chosen over CRC-32C because zlib is
+ * already kiln's dependency and any Python can check it), then the user's
+ * pairs. Python's safetensors reads the file as any other.
+ *
+ * A floating leaf (f16, bf16, f32, f64) holding a NaN or an infinity is
+ * KILN_ERR_NONFINITE naming its key path and the flat index of the first
+ * such element, unless opts->allow_nonfinite; nothing at path changes.
+ *
+ * The file is written to "<path>.tmp.<pid>", fsynced and renamed over path
+ * (then the directory fsynced), so a failure or a crash mid-write leaves any
+ * previous checkpoint at path intact; a failed save removes its temporary,
+ * and the temporaries of writers that were killed (their pid no longer
+ * exists) are removed by the next save to or restore from path. opts NULL
+ * is the defaults. */
+kiln_status kiln_checkpoint_save_with(const char *path, const kiln_tree *tree,
+                                      const kiln_checkpoint_options *opts);
+/* kiln_checkpoint_save_with(path, tree, NULL). */
 kiln_status kiln_checkpoint_save(const char *path, const kiln_tree *tree);
 
 /* Restores a checkpoint into a tree of the same structure as `expected`
  * (whose array leaves give the names, shapes and dtypes to check; their
  * values are not used), with new arrays on dev. A missing tensor, a shape or
  * dtype mismatch, or a tensor the expected tree lacks is KILN_ERR_TREE naming
- * the first offending key path; a malformed file is KILN_ERR_IO. */
+ * the first offending key path.
+ *
+ * The file is checked as strictly as safetensors' own reader: header length
+ * at most 100,000,000 bytes, well-formed UTF-8 JSON, __metadata__ all
+ * strings, each tensor's data_offsets holding product(shape) * dtype-size
+ * bytes, and the tensors tiling the data section from its start with no
+ * gap, overlap or trailing byte. Any of these, and a tensor whose bytes do
+ * not match their CRC-32, is KILN_ERR_IO naming the file, the tensor and
+ * what is wrong. Files without checksums (written before kiln kept them, or
+ * by other writers) load unchecked; a file with checksums must have one for
+ * every tensor. */
 kiln_status kiln_checkpoint_restore(const char *path, const kiln_tree *expected, kiln_device *dev,
                                     kiln_tree **out);
+
+/* The __metadata__ value of key in the safetensors file at path, as a
+ * malloc'ed string (free() it). A key the file lacks is KILN_ERR_NOT_FOUND;
+ * a malformed file KILN_ERR_IO, as kiln_checkpoint_restore. Reads only the
+ * header. */
+kiln_status kiln_checkpoint_read_metadata(const char *path, const char *key, char **value);
+
+/* A checkpoint directory, as orbax's CheckpointManager keeps one: step files
+ * "<dir>/checkpoint_<step>.safetensors" and a pointer file "<dir>/latest"
+ * holding the newest one's name.
+ *
+ * kiln_checkpoint_save_step saves tree as kiln_checkpoint_save_with does
+ * (creating dir if it is missing, one level), then replaces "latest" the
+ * same durable way (temporary, fsync, rename), then deletes the step files
+ * beyond the newest `keep` (0: keep all): it keeps the step just saved and
+ * the keep - 1 highest other steps. A crash at any point leaves the previous
+ * pointer or the new one, each naming a complete file. Only files named
+ * exactly "checkpoint_<step>.safetensors" (step in canonical decimal) and
+ * temporaries of killed writers are ever deleted. step >= 0. One writer per
+ * directory at a time. */
+kiln_status kiln_checkpoint_save_step(const char *dir, int64_t step, const kiln_tree *tree,
+                                      const kiln_checkpoint_options *opts, int keep);
+
+/* The newest usable checkpoint in dir: *path (malloc'ed, free() it) and
+ * *step. It is the file "latest" names when that file passes every check of
+ * kiln_checkpoint_restore that needs no expected tree (layout and
+ * checksums: the file is read once). When "latest" is missing, unreadable,
+ * or names a missing or damaged file, it falls back to the highest step
+ * file that passes them. No usable checkpoint is KILN_ERR_NOT_FOUND (a fresh
+ * start); a dir that cannot be read is KILN_ERR_IO. */
+kiln_status kiln_checkpoint_latest(const char *dir, char **path, int64_t *step);
 
 /* ---- prefetch_to_device: batches uploaded ahead of the consumer ---- */
 

@@ -33,6 +33,7 @@ typedef enum kiln_status {
   KILN_ERR_DELETED = 800,       /* use of a deleted (donated) array */
   KILN_ERR_UNIMPLEMENTED = 900, /* valid request kiln does not support */
   KILN_ERR_IO = 1000,           /* file system or stream error */
+  KILN_ERR_NOT_FOUND = 1001,    /* no such file entry, metadata key or checkpoint */
   KILN_ERR_INTERNAL = 1100      /* a broken invariant inside kiln or a library */
 } kiln_status;
 

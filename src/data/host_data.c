@@ -1,8 +1,7 @@
-/* kiln_host_data: allocation, file reading through zlib, and the copy to a
- * device array. */
+/* kiln_host_data: allocation, loading through a format's parser, and the
+ * copy to a device array. */
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 #include "core/core.h"
 #include "data/data.h"
 
@@ -38,46 +37,6 @@ void kdata_swap_bytes(void *buf, size_t count, size_t size) {
       p[a] = p[b];
       p[b] = t;
     }
-}
-
-kiln_status kdata_read_file(const char *op, const char *path, unsigned char **buf, size_t *len) {
-  if (!path || !buf || !len) return kcore_fail(KILN_ERR_ARGUMENT, "%s: path, buf or len is NULL", op);
-  gzFile f = gzopen(path, "rb");
-  if (!f) return kcore_fail(KILN_ERR_IO, "%s: cannot open '%s'", op, path);
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *b = malloc(cap);
-  kiln_status s = b ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
-  while (s == KILN_OK) {
-    if (n == cap) {
-      unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-      if (!nb) {
-        s = KILN_ERR_OUT_OF_MEMORY;
-        break;
-      }
-      b = nb;
-      cap *= 2;
-    }
-    size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
-    int got = gzread(f, b + n, (unsigned)want);
-    if (got < 0) {
-      int zerr;
-      const char *msg = gzerror(f, &zerr);
-      s = kcore_fail(KILN_ERR_IO, "%s: '%s': read failed (%s)", op, path, msg);
-      break;
-    }
-    if (got == 0) break;
-    n += (size_t)got;
-  }
-  if (s == KILN_ERR_OUT_OF_MEMORY)
-    s = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: '%s': out of memory after %zu bytes", op, path, n);
-  gzclose(f);
-  if (s != KILN_OK) {
-    free(b);
-    return s;
-  }
-  *buf = b;
-  *len = n;
-  return KILN_OK;
 }
 
 kiln_status kdata_load(const char *op, const char *path, kdata_parse_fn parse, kiln_host_data *out) {
