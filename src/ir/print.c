@@ -479,8 +479,8 @@ kiln_status kir_print(const kir_program *p, char **out) {
     return kcore_fail(KILN_ERR_ARGUMENT, "kir_print: %s is NULL", p ? "out" : "program");
   kiln_status st = kir_verify(p);
   if (st != KILN_OK) return kcore_fail_wrap(st, "kir_print");
-  kir_printer pr = {calloc((size_t)p->root->n_programs, sizeof(int *)), p->root->n_programs, 0,
-                    false};
+  kir_printer pr = {.names = calloc((size_t)p->root->n_programs, sizeof(int *)),
+                    .n_programs = p->root->n_programs};
   kir_sb s = {0};
   if (pr.names) {
     kir_names_assign(&pr, p);
