@@ -48,6 +48,32 @@ def export(handle, stream, versioned):
                                      _DESTRUCTOR_ADDR)
 
 
+# DLManagedTensorVersioned.flags (64-bit ABI) and the bits kiln sets there.
+_FLAGS_OFFSET = 24
+_READ_ONLY, _IS_COPIED = 1, 2  # DLPACK_FLAG_BITMASK_READ_ONLY, _IS_COPIED
+
+
+def export_copy(handle, device, stream, versioned):
+    """A capsule of a new copy of the array, on its device, that no one else
+    holds: the consumer may write it (the versioned capsule says so, with
+    IS_COPIED instead of READ_ONLY)."""
+    out = ctypes.c_void_p()
+    check(lib.kiln_array_to_dlpack(handle, stream, ctypes.byref(out)))
+    copy = ctypes.c_void_p()
+    # kiln's import with KILN_DLPACK_COPY: a fresh array on the same device
+    # (calls the export's deleter once the copy is made).
+    check(lib.kiln_array_from_dlpack(device, out.value, 1 | 2, ctypes.byref(copy)))
+    try:
+        capsule = export(copy.value, stream, versioned)
+    finally:
+        lib.kiln_array_release(copy.value)  # the capsule holds its own reference
+    if versioned:
+        flags = ctypes.c_uint64.from_address(
+            capsule_api.PyCapsule_GetPointer(capsule, _VERSIONED) + _FLAGS_OFFSET)
+        flags.value = (flags.value & ~_READ_ONLY) | _IS_COPIED
+    return capsule
+
+
 def import_capsule(device, capsule, flags):
     """Consumes a producer's capsule; returns a kiln array handle."""
     out = ctypes.c_void_p()

@@ -19,6 +19,8 @@ def _load():
         "kiln_device_index": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_ctx_backend": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_release": (None, [ctypes.c_void_p]),
+        "kiln_array_is_deleted": (ctypes.c_int, [ctypes.c_void_p]),
+        "kiln_array_block_until_ready": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_to_host": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
         "kiln_array_dtype": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_rank": (ctypes.c_int, [ctypes.c_void_p]),
