@@ -8,6 +8,12 @@ import numpy as np
 from . import _dispatch, _dlpack
 from ._lib import KilnError, check, lib
 
+try:
+    from importlib.metadata import PackageNotFoundError, version as _dist_version
+    __version__ = _dist_version("kiln")
+except PackageNotFoundError:  # a source tree on sys.path
+    __version__ = lib.kiln_version().decode()
+
 __all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "from_dlpack",
            "devices", "jit"]
 
