@@ -2,6 +2,7 @@
 CuPy through DLPack, and kiln.jit of JAX functions."""
 import ctypes
 import os
+import re
 
 import numpy as np
 
@@ -102,7 +103,15 @@ def from_dlpack(x, device=None, copy=None):
         kwargs.pop("max_version")
         capsule = x.__dlpack__(**kwargs)
     flags = {False: 0, None: _ALLOW_COPY, True: _ALLOW_COPY | _FORCE_COPY}[copy]
-    return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+    try:
+        return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+    except KilnError as e:  # kiln's C flag, said as the Python argument
+        m = re.search(r"from_dlpack\w*: (.*); pass KILN_DLPACK_ALLOW_COPY", str(e))
+        if copy is False and m:
+            raise BufferError(f"kiln.from_dlpack(copy=False): kiln cannot use this "
+                              f"{type(x).__name__} in place ({m.group(1)}) and copy=False forbids "
+                              "a copy; pass copy=None (copy when needed) or copy=True") from None
+        raise
 
 
 def _device_for(x):

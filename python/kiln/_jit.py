@@ -349,8 +349,10 @@ def _to_kiln(x, dt, donate):
     Donated leaves are always copied: kiln cannot take over memory that
     another framework owns (JAX likewise donates only its own buffers)."""
     t = type(x)
-    if isinstance(x, Array):  # another dtype: JAX narrowed it (int64 without x64)
-        return x.astype(dt)
+    if isinstance(x, Array):
+        # A dtype JAX narrows (64-bit without jax_enable_x64), as jax.jit
+        # narrows NumPy's: converted on the host, JAX having no f64 program.
+        return _from_host(np.asarray(x).astype(dt), None)
     if t in _SCALARS or isinstance(x, np.generic):
         return _from_host(np.asarray(x, dtype=dt), None)
     if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
