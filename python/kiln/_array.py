@@ -28,20 +28,25 @@ _IGNORES_READ_ONLY = frozenset({"torch"})
 _NEVER_WRITES = frozenset({"jax", "jaxlib"})
 
 
-def _ops_jit(fn, **kw):
+def _jnp():
     try:
-        from ._jit import jit
-        import jax  # noqa: F401
+        import jax.numpy as jnp
     except ImportError as e:
         raise ImportError("kiln.Array's operators, indexing and astype run through kiln.jit of "
                           "jax.numpy functions: install JAX (pip install 'kiln[jax]')") from e
+    return jnp
+
+
+def _ops_jit(fn, **kw):
+    _jnp()
+    from ._jit import jit
     return jit(fn, **kw)
 
 
 @functools.lru_cache(maxsize=None)
 def _op(name):
     """The cached kiln.jit of the jax.numpy function for one operator."""
-    import jax.numpy as jnp
+    jnp = _jnp()
     fns = {
         "add": operator.add, "sub": operator.sub, "mul": operator.mul,
         "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
@@ -84,7 +89,7 @@ def _indexer(key):
     """The program for one basic-indexing pattern: integer indices are its
     arguments (one program serves x[0], x[1], ...), slices and None are
     part of it."""
-    from jax import lax
+    lax = _jnp() and __import__("jax").lax
     int_axes = [axis for axis, k in enumerate(k for k in key if k is not None) if k == "i"]
     rest = tuple(None if k is None else slice(*k) for k in key if k != "i")
 

@@ -215,6 +215,7 @@ typedef struct {
   kiln_array **consts;
   kiln_dtype *dtypes;
   bool *donated; /* per argument: its array is given to the call */
+  bool any_donated;
   int *ranks;
   int64_t (*shapes)[KILN_MAX_RANK];
   PyObject *out_avals; /* tuple of nout avals */
@@ -290,6 +291,7 @@ static PyObject *dispatcher_add(Dispatcher *self, PyObject *args) {
     int d = PyObject_IsTrue(PyList_GET_ITEM(donated, i));
     if (d < 0) goto fail;
     s.donated[i] = d;
+    s.any_donated |= d;
     s.ranks[i] = (int)PyTuple_GET_SIZE(shape);
     for (int d = 0; d < s.ranks[i]; d++) s.shapes[i][d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
   }
@@ -400,7 +402,14 @@ static PyObject *dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw)
       if (s->nargs != n) continue;
       int i = 0;
       while (i < n && arg_matches(s, i, items[i], &views[i], &held[i])) i++;
-      if (i == n) return signature_call(s, items, views, held);
+      if (i == n) {
+        PyObject *r = signature_call(s, items, views, held);
+        /* A donation kiln refused (before running anything): the Python
+         * path says which argument, by its name. */
+        if (r || !s->any_donated || !PyErr_ExceptionMatches(kiln_error)) return r;
+        PyErr_Clear();
+        break;
+      }
       while (i-- > 0)
         if (held[i]) PyBuffer_Release(&views[i]);
     }
