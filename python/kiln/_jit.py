@@ -336,11 +336,13 @@ def _spec(jax, x, path, fname):
                         " is not an array or a scalar (pass it through static_argnums/"
                         "static_argnames, or make it a pytree of arrays)")
     try:
-        dt = _np_dtype(dt)
-    except TypeError as e:
+        dt = jax.dtypes.canonicalize_dtype(_np_dtype(dt))
+        if dt.kind not in "biuf" and dt.name != "bfloat16":
+            raise TypeError("not a boolean, integer or floating-point dtype")
+    except (TypeError, ValueError) as e:
         raise TypeError(f"kiln.jit({fname}): argument {path} has dtype {dt}, which kiln does not "
                         f"hold ({e})") from None
-    return jax.ShapeDtypeStruct(tuple(shape), jax.dtypes.canonicalize_dtype(dt))
+    return jax.ShapeDtypeStruct(tuple(shape), dt)
 
 
 def _to_kiln(x, dt, donate):

@@ -120,6 +120,9 @@ def test_bad_arguments_name_their_path():
         f({"w": [f32(2), "oops"]}, f32(2))
     with pytest.raises(TypeError, match=r"argument x of type object"):
         f({"w": [f32(2)]}, object())
+    for bad, dt in [(np.array(["a"]), "<U1"), (np.array([1j], np.complex64), "complex64")]:
+        with pytest.raises(TypeError, match=rf"argument x has dtype {dt}, which kiln does not hold"):
+            f({"w": [f32(1)]}, bad)
     torch = pytest.importorskip("torch")
     t = torch.ones(2, requires_grad=True)
     with pytest.raises(BufferError, match=r"argument x: .*gradient"):
