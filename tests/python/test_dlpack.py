@@ -173,6 +173,8 @@ def test_torch_cannot_write_a_kiln_array():
     np.testing.assert_array_equal(np.asarray(k), np.arange(6).reshape(2, 3))
     with pytest.raises(BufferError, match=r"copy=False.*torch ignores DLPack's read-only flag"):
         torch.from_dlpack(k, copy=False)
+    torch.as_tensor(k)[0, 1] = 77  # (through __array__: torch copies the read-only view)
+    np.testing.assert_array_equal(np.asarray(k), np.arange(6).reshape(2, 3))
     bf = torch.from_dlpack(kiln.asarray(np.ones(3, jnp.bfloat16)))
     assert bf.dtype == torch.bfloat16 and bf.tolist() == [1, 1, 1]
 
