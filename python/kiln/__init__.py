@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from . import _dispatch, _dlpack
+from . import _dlpack
 from ._lib import KilnError, check, lib
 
 try:

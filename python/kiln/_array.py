@@ -6,7 +6,6 @@ and cached, so they need JAX (`pip install kiln[jax]`). Python scalars mix
 in weakly typed and dtypes promote as in JAX (not NumPy). Only repr/str,
 item(), __array__ and the Python number conversions read the values on the
 host (a copy for CUDA arrays)."""
-import ctypes
 import functools
 import operator
 import sys

@@ -24,6 +24,7 @@ from . import (Array, KilnError, _context, _default_device, _dispatch, _dtype_co
 from ._lib import check, function_addresses, lib
 
 _cache_miss = object()
+_NO_DONATION = (frozenset(), frozenset())
 _SCALARS = (bool, int, float, complex)
 
 
@@ -152,6 +153,8 @@ class Jitted(_dispatch.Dispatcher):
                             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
             self._params = []
+        self._special = bool(self._static_nums or self._static_names or self._donate_nums or
+                             self._donate_names)
         self._cache = {}
         self.__name__ = getattr(fn, "__name__", "jax_fn")
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
@@ -167,6 +170,8 @@ class Jitted(_dispatch.Dispatcher):
         """(dynamic args, dynamic kwargs, static key, donated positions):
         static values go into the cache key by value, as jax.jit's do."""
         n = len(args)
+        if not self._special:
+            return args, kwargs, (n, ()), _NO_DONATION, ()
         snums = {i % n for i in self._static_nums if -n <= i < n}
         dnums = {i % n for i in self._donate_nums if -n <= i < n}
         static = []
