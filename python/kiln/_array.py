@@ -6,6 +6,7 @@ and cached, so they need JAX (`pip install kiln[jax]`). Python scalars mix
 in weakly typed and dtypes promote as in JAX (not NumPy). Only repr/str,
 item(), __array__ and the Python number conversions read the values on the
 host (a copy for CUDA arrays)."""
+import ctypes
 import functools
 import operator
 import sys
@@ -13,7 +14,7 @@ import sys
 import numpy as np
 
 from . import Device, _dispatch, _dlpack, _dtype_from_name
-from ._lib import check, lib
+from ._lib import KilnError, check, lib
 
 _KDLCPU, _KDLCUDA = 1, 2
 _ALLOW_COPY, _FORCE_COPY = 1, 2  # KILN_DLPACK_ALLOW_COPY, KILN_DLPACK_COPY
@@ -366,8 +367,33 @@ class Array(_dispatch.ArrayBase):
         if stream is None:
             stream = 1 if self.__dlpack_device__()[0] == _KDLCUDA else 0
         if copy or needs_copy:
-            return _dlpack.export_copy(self._handle, self.device._handle, int(stream), versioned)
+            c = self._fresh_copy()  # the capsule holds its own reference
+            return _dlpack.export_writable(c._handle, int(stream), versioned)
         return _dlpack.export(self._handle, int(stream), versioned)
+
+    def _fresh_copy(self):
+        """A copy on the same device that shares no memory with self."""
+        if self.device.platform == "cpu":
+            return Array(_dlpack.host_copy(self._handle, self.device._handle), self._aval)
+        c = _copy_program()(self)
+        if _data_pointer(c) == _data_pointer(self):  # (kiln's outputs never alias inputs)
+            raise KilnError(f"kiln.Array: the copy of a {self.dtype} array on {self.device} "
+                            "came back in the same memory")
+        return c
+
+
+@functools.lru_cache(maxsize=None)
+def _copy_program():
+    return _ops_jit(lambda x: _jnp().copy(x))
+
+
+def _data_pointer(a):
+    """The address of a's data (kiln's export, unsynchronised, freed at once)."""
+    out = ctypes.c_void_p()
+    check(lib.kiln_array_to_dlpack(a._handle, -1, ctypes.byref(out)))
+    data = ctypes.c_void_p.from_address(out.value + 32).value  # .dl_tensor.data
+    _dlpack.call_deleter(out.value)
+    return data
 
 
 @functools.lru_cache(maxsize=None)

@@ -288,3 +288,15 @@ def _ptr_cuda(a):
     data = ctypes.c_void_p.from_address(managed + 32).value  # DLManagedTensorVersioned.dl_tensor.data
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.c_void_p.from_address(managed + 16).value)(managed)
     return data
+
+
+def test_device_copy_for_consumers_is_new_memory():
+    # CUDA arrays are copied for a consumer by a kiln.jit copy program (kiln's
+    # DLPack import copies only host-readable tensors); the same program runs
+    # here on the CPU, where it must not hand back the input's memory either.
+    from kiln import _array
+    k = kiln.from_dlpack(np.arange(5, dtype=np.int16), copy=True)
+    c = _array._copy_program()(k)
+    assert _array._data_pointer(c) != _array._data_pointer(k) == _ptr(k)
+    np.testing.assert_array_equal(np.asarray(c), np.arange(5))
+    assert _array._data_pointer(k._fresh_copy()) != _ptr(k)
