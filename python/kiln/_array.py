@@ -138,9 +138,17 @@ def _index_key(shape, idx):
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
             key.append("i")
-            ints.append(np.int32(i % n))
+            ints.append(_index_array(i % n))
         axis += 1
     return tuple(key), ints
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_array(i):
+    """An integer index as a kiln int32 scalar (immutable, so shared): with
+    every argument a kiln.Array, indexing takes jit's C call path."""
+    from . import _from_host
+    return _from_host(np.asarray(i, np.int32), None)
 
 
 class Array(_dispatch.ArrayBase):
