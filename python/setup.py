@@ -36,9 +36,25 @@ def cmake_build(cmd):
     return build
 
 
+def git_revision():
+    """The source tree's commit (with "-dirty" for uncommitted changes), or
+    None outside a git checkout (an sdist)."""
+    try:
+        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return rev + ("-dirty" if dirty else "")
+
+
 class BuildWithCMake(build_py):
     def run(self):
         super().run()
+        # What `python -m kiln.info` reports as the build's revision.
+        with open(os.path.join(self.build_lib, "kiln", "_build.py"), "w") as f:
+            f.write(f"GIT_REVISION = {git_revision()!r}\n")
         build = cmake_build(self)
         for name in os.listdir(build):
             if name.startswith("libkiln.so"):

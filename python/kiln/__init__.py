@@ -2,11 +2,18 @@
 CuPy through DLPack, and kiln.jit of JAX functions."""
 import ctypes
 import os
+import re
 
 import numpy as np
 
-from . import _dispatch, _dlpack
+from . import _dlpack
 from ._lib import KilnError, check, lib
+
+try:
+    from importlib.metadata import PackageNotFoundError, version as _dist_version
+    __version__ = _dist_version("kiln")
+except PackageNotFoundError:  # a source tree on sys.path
+    __version__ = lib.kiln_version().decode()
 
 __all__ = ["Array", "Device", "KilnError", "UnsupportedPrimitive", "asarray", "from_dlpack",
            "devices", "jit"]
@@ -67,75 +74,7 @@ def _dtype_from_name(name):
     return np.dtype(name)
 
 
-class Array(_dispatch.ArrayBase):
-    """An immutable kiln array; owns one kiln reference. Array(handle,
-    aval=None): the C base (_dispatch.c) holds the handle, releases it when
-    the array dies and keeps the (dtype, shape) aval once known."""
-
-    __slots__ = ()
-
-    def aval(self):
-        """(numpy dtype, shape): immutable, so cached (jit's cache key)."""
-        if self._aval is None:
-            h = self._handle
-            p = lib.kiln_array_shape(h)
-            shape = tuple(p[i] for i in range(lib.kiln_array_rank(h)))
-            dtype = _dtype_from_name(lib.kiln_dtype_name(lib.kiln_array_dtype(h)).decode())
-            self._aval = (dtype, shape)
-        return self._aval
-
-    @property
-    def shape(self):
-        return self.aval()[1]
-
-    @property
-    def ndim(self):
-        return len(self.aval()[1])
-
-    @property
-    def dtype(self):
-        return self.aval()[0]
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def devices(self):
-        return {Device(lib.kiln_array_device(self._handle))}
-
-    def __dlpack_device__(self):
-        (d,) = self.devices()
-        return (_KDLCUDA, d.id) if d.platform == "cuda" else (_KDLCPU, 0)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if copy is True:
-            raise BufferError("kiln exports its arrays zero-copy only (copy=True refused)")
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"kiln array lives on {self.__dlpack_device__()}, "
-                              f"not on the requested {tuple(dl_device)}")
-        versioned = max_version is not None and max_version[0] >= 1
-        # -1: no ordering at all; None on CUDA: the legacy default stream (the
-        # array API's 1), which waits on kiln's ready event, not the host.
-        if stream is None:
-            stream = 1 if self.__dlpack_device__()[0] == _KDLCUDA else 0
-        s = int(stream)
-        return _dlpack.export(self._handle, s, versioned)
-
-    def __array__(self, dtype=None, copy=None):
-        # Zero-copy and read-only on CPU, except for dtypes NumPy's DLPack
-        # import lacks (bfloat16) and CUDA arrays: those are copied to host.
-        d = self.devices().pop()
-        if d.platform == "cpu" and self.dtype.name != "bfloat16":
-            a = np.from_dlpack(self)
-        else:
-            a = np.empty(self.shape, self.dtype)
-            check(lib.kiln_array_to_host(self._handle, a.ctypes.data, a.nbytes))
-        if dtype is not None and np.dtype(dtype) != a.dtype:
-            return a.astype(dtype)
-        return a.copy() if copy else a
-
-    def __repr__(self):
-        return f"kiln.Array({np.asarray(self)!r})"
+from ._array import Array  # noqa: E402  (after Device and _dtype_from_name, which it uses)
 
 
 def from_dlpack(x, device=None, copy=None):
@@ -164,7 +103,15 @@ def from_dlpack(x, device=None, copy=None):
         kwargs.pop("max_version")
         capsule = x.__dlpack__(**kwargs)
     flags = {False: 0, None: _ALLOW_COPY, True: _ALLOW_COPY | _FORCE_COPY}[copy]
-    return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+    try:
+        return Array(_dlpack.import_capsule(dev._handle, capsule, flags))
+    except KilnError as e:  # kiln's C flag, said as the Python argument
+        m = re.search(r"from_dlpack\w*: (.*); pass KILN_DLPACK_ALLOW_COPY", str(e))
+        if copy is False and m:
+            raise BufferError(f"kiln.from_dlpack(copy=False): kiln cannot use this "
+                              f"{type(x).__name__} in place ({m.group(1)}) and copy=False forbids "
+                              "a copy; pass copy=None (copy when needed) or copy=True") from None
+        raise
 
 
 def _device_for(x):

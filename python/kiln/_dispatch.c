@@ -166,12 +166,13 @@ static void lent_delete(DLManagedTensorVersioned *self) {
   PyMem_RawFree(b);
 }
 
-/* A kiln array holding a C-contiguous buffer's data (view consumed). */
-static kiln_status buffer_to_kiln(kiln_device *dev, kiln_dtype dt, Py_buffer *view,
+/* A kiln array holding a C-contiguous buffer's data (view consumed): a copy
+ * when small, bool, or donated (kiln cannot take over NumPy's memory). */
+static kiln_status buffer_to_kiln(kiln_device *dev, kiln_dtype dt, Py_buffer *view, bool copy,
                                   kiln_array **out) {
   int64_t shape[KILN_MAX_RANK];
   for (int d = 0; d < view->ndim; d++) shape[d] = view->shape[d];
-  if (view->len < zero_copy_bytes || dt == KILN_BOOL) {
+  if (copy || view->len < zero_copy_bytes || dt == KILN_BOOL) {
     kiln_status st = K.array_from_host(dev, dt, view->ndim, shape, view->buf, (size_t)view->len, out);
     PyBuffer_Release(view);
     return st;
@@ -213,6 +214,8 @@ typedef struct {
   int nconst, nargs, nout;
   kiln_array **consts;
   kiln_dtype *dtypes;
+  bool *donated; /* per argument: its array is given to the call */
+  bool any_donated;
   int *ranks;
   int64_t (*shapes)[KILN_MAX_RANK];
   PyObject *out_avals; /* tuple of nout avals */
@@ -234,6 +237,7 @@ static void signature_clear(signature *s) {
   Py_CLEAR(s->out_tree);
   PyMem_Free(s->consts);
   PyMem_Free(s->dtypes);
+  PyMem_Free(s->donated);
   PyMem_Free(s->ranks);
   PyMem_Free(s->shapes);
   memset(s, 0, sizeof *s);
@@ -244,14 +248,19 @@ static void dispatcher_dealloc(Dispatcher *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* _add_signature(owner, jit, device, consts, in_types, out_avals, out_tree):
- * consts a list of handles, in_types a list of (dtype code, shape), out_tree
- * None for a single output. False when the table is full. */
+/* _add_signature(owner, jit, device, consts, in_types, out_avals, out_tree,
+ * donated): consts a list of handles, in_types a list of (dtype code, shape),
+ * out_tree None for a single output, donated a list of one bool per
+ * argument. False when the table is full. */
 static PyObject *dispatcher_add(Dispatcher *self, PyObject *args) {
-  PyObject *owner, *jit, *dev, *consts, *in_types, *out_avals, *out_tree;
-  if (!PyArg_ParseTuple(args, "OOOO!O!O!O", &owner, &jit, &dev, &PyList_Type, &consts,
-                        &PyList_Type, &in_types, &PyTuple_Type, &out_avals, &out_tree))
+  PyObject *owner, *jit, *dev, *consts, *in_types, *out_avals, *out_tree, *donated;
+  if (!PyArg_ParseTuple(args, "OOOO!O!O!OO!", &owner, &jit, &dev, &PyList_Type, &consts,
+                        &PyList_Type, &in_types, &PyTuple_Type, &out_avals, &out_tree,
+                        &PyList_Type, &donated))
     return NULL;
+  if (PyList_GET_SIZE(donated) != PyList_GET_SIZE(in_types))
+    return PyErr_Format(PyExc_ValueError, "_add_signature: %zd donation flags for %zd arguments",
+                        PyList_GET_SIZE(donated), PyList_GET_SIZE(in_types));
   if (self->n == MAX_SIGNATURES) Py_RETURN_FALSE;
   signature s = {0};
   s.jit = PyLong_AsVoidPtr(jit);
@@ -261,9 +270,10 @@ static PyObject *dispatcher_add(Dispatcher *self, PyObject *args) {
   s.nout = (int)PyTuple_GET_SIZE(out_avals);
   s.consts = PyMem_Calloc((size_t)s.nconst + 1, sizeof *s.consts);
   s.dtypes = PyMem_Calloc((size_t)s.nargs + 1, sizeof *s.dtypes);
+  s.donated = PyMem_Calloc((size_t)s.nargs + 1, sizeof *s.donated);
   s.ranks = PyMem_Calloc((size_t)s.nargs + 1, sizeof *s.ranks);
   s.shapes = PyMem_Calloc((size_t)s.nargs + 1, sizeof *s.shapes);
-  if (!s.consts || !s.dtypes || !s.ranks || !s.shapes) {
+  if (!s.consts || !s.dtypes || !s.donated || !s.ranks || !s.shapes) {
     PyErr_NoMemory();
     goto fail;
   }
@@ -278,6 +288,10 @@ static PyObject *dispatcher_add(Dispatcher *self, PyObject *args) {
       Py_RETURN_FALSE;
     }
     s.dtypes[i] = (kiln_dtype)code;
+    int d = PyObject_IsTrue(PyList_GET_ITEM(donated, i));
+    if (d < 0) goto fail;
+    s.donated[i] = d;
+    s.any_donated |= d;
     s.ranks[i] = (int)PyTuple_GET_SIZE(shape);
     for (int d = 0; d < s.ranks[i]; d++) s.shapes[i][d] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
   }
@@ -337,7 +351,7 @@ static PyObject *signature_call(const signature *s, PyObject *const *args, Py_bu
       in[s->nconst + i] = ((ArrayBase *)args[i])->handle;
     } else {
       held[i] = false;
-      if ((st = buffer_to_kiln(s->device, s->dtypes[i], &views[i], &tmp[i]))) {
+      if ((st = buffer_to_kiln(s->device, s->dtypes[i], &views[i], s->donated[i], &tmp[i]))) {
         i++;
         goto done;
       }
@@ -388,7 +402,14 @@ static PyObject *dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw)
       if (s->nargs != n) continue;
       int i = 0;
       while (i < n && arg_matches(s, i, items[i], &views[i], &held[i])) i++;
-      if (i == n) return signature_call(s, items, views, held);
+      if (i == n) {
+        PyObject *r = signature_call(s, items, views, held);
+        /* A donation kiln refused (before running anything): the Python
+         * path says which argument, by its name. */
+        if (r || !s->any_donated || !PyErr_ExceptionMatches(kiln_error)) return r;
+        PyErr_Clear();
+        break;
+      }
       while (i-- > 0)
         if (held[i]) PyBuffer_Release(&views[i]);
     }

@@ -5,12 +5,25 @@ import os
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
 
+class DeviceInfo(ctypes.Structure):
+    """kiln_device_info (include/kiln/device.h)."""
+    _fields_ = [("index", ctypes.c_int), ("platform", ctypes.c_int), ("name", ctypes.c_char * 128),
+                ("compute_major", ctypes.c_int), ("compute_minor", ctypes.c_int),
+                ("multiprocessors", ctypes.c_int), ("total_memory", ctypes.c_uint64)]
+
+
+library_path = None  # the libkiln loaded
+
+
 def _load():
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.environ.get("KILN_LIBRARY", os.path.join(here, "libkiln.so"))
+    global library_path
+    path = library_path = os.environ.get("KILN_LIBRARY", os.path.join(here, "libkiln.so"))
     lib = ctypes.CDLL(path)
     sig = {
         "kiln_last_error": (ctypes.c_char_p, []),
+        "kiln_version": (ctypes.c_char_p, []),
+        "kiln_device_info_get": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
         "kiln_options_init": (None, [ctypes.c_void_p]),
         "kiln_ctx_new": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
         "kiln_device_count": (ctypes.c_int, [ctypes.c_void_p]),
@@ -19,6 +32,8 @@ def _load():
         "kiln_device_index": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_ctx_backend": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_release": (None, [ctypes.c_void_p]),
+        "kiln_array_is_deleted": (ctypes.c_int, [ctypes.c_void_p]),
+        "kiln_array_block_until_ready": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_to_host": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
         "kiln_array_dtype": (ctypes.c_int, [ctypes.c_void_p]),
         "kiln_array_rank": (ctypes.c_int, [ctypes.c_void_p]),

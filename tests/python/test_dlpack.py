@@ -113,7 +113,7 @@ def test_non_contiguous_copied_or_refused():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
     np.testing.assert_array_equal(np.asarray(kiln.asarray(x)), x)
     np.testing.assert_array_equal(np.asarray(kiln.asarray(x.T)), x.T)
-    with pytest.raises(kiln.KilnError, match=r"non-compact layout strides \(4, 2\)"):
+    with pytest.raises(BufferError, match=r"copy=False.*non-compact layout strides \(4, 2\)"):
         kiln.from_dlpack(x, copy=False)
 
 
@@ -126,12 +126,74 @@ def test_dlpack_device_and_unversioned_capsule():
     del cap  # never consumed: the destructor frees kiln's reference
 
 
-def test_refuses_copy_and_foreign_device_requests():
+def test_refuses_foreign_device_requests():
     k = kiln.asarray(np.ones(2, np.float32))
-    with pytest.raises(BufferError):
-        k.__dlpack__(max_version=(1, 0), copy=True)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="dl_device"):
         k.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+
+
+def _capsule_data(cap):
+    """The data pointer a capsule carries (versioned or not) and its flags."""
+    import ctypes
+    from kiln._lib import capsule_api
+    for name, data_at, flags_at in ((b"dltensor_versioned", 32, 24), (b"dltensor", 0, None)):
+        if capsule_api.PyCapsule_IsValid(cap, name):
+            m = capsule_api.PyCapsule_GetPointer(cap, name)
+            flags = None if flags_at is None else ctypes.c_uint64.from_address(m + flags_at).value
+            return ctypes.c_void_p.from_address(m + data_at).value, flags
+    raise AssertionError(cap)
+
+
+def test_read_only_flag_or_a_copy():
+    # kiln's memory goes out only in a capsule marked read-only (1 = READ_ONLY);
+    # copy=True and an unversioned request (no flag to carry) get a copy the
+    # consumer may write (2 = IS_COPIED).
+    k = kiln.from_dlpack(np.arange(4, dtype=np.float32), copy=True)
+    assert _capsule_data(k.__dlpack__(max_version=(1, 0))) == (_ptr(k), 1)
+    data, flags = _capsule_data(k.__dlpack__(max_version=(1, 1), copy=True))
+    assert data != _ptr(k) and flags == 2
+    data, flags = _capsule_data(k.__dlpack__())
+    assert data != _ptr(k) and flags is None
+    with pytest.raises(BufferError, match=r"__dlpack__\(copy=False\).*unversioned.*copy=None"):
+        k.__dlpack__(copy=False)
+    # NumPy asked for a copy gets a writable one; kiln's array is untouched.
+    n = np.from_dlpack(k, copy=True)
+    n[0] = 99
+    np.testing.assert_array_equal(np.asarray(k), [0, 1, 2, 3])
+
+
+def test_torch_cannot_write_a_kiln_array():
+    # torch.from_dlpack ignores DLPack's read-only flag (its tensors are
+    # always writable), so kiln gives torch a copy.
+    torch = pytest.importorskip("torch")
+    k = kiln.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3), copy=True)
+    t = torch.from_dlpack(k)
+    assert t.data_ptr() != _ptr(k)
+    t[0, 0] = 1234
+    np.testing.assert_array_equal(np.asarray(k), np.arange(6).reshape(2, 3))
+    with pytest.raises(BufferError, match=r"copy=False.*torch ignores DLPack's read-only flag"):
+        torch.from_dlpack(k, copy=False)
+    torch.as_tensor(k)[0, 1] = 77  # (through __array__: torch copies the read-only view)
+    np.testing.assert_array_equal(np.asarray(k), np.arange(6).reshape(2, 3))
+    bf = torch.from_dlpack(kiln.asarray(np.ones(3, jnp.bfloat16)))
+    assert bf.dtype == torch.bfloat16 and bf.tolist() == [1, 1, 1]
+
+
+def test_jax_views_kiln_memory_and_never_writes_it():
+    # JAX asks for the unversioned capsule, but its arrays are immutable and
+    # a donated one is not written through: it may view kiln's memory.
+    jax = pytest.importorskip("jax")
+    k = kiln.from_dlpack(np.arange(8, dtype=np.float32), copy=True)
+    j = jnp.from_dlpack(k)
+    assert j.unsafe_buffer_pointer() == _ptr(k)
+    r = jax.jit(lambda a: a + 100, donate_argnums=0)(j)
+    np.testing.assert_array_equal(np.asarray(r), np.arange(8) + 100)
+    np.testing.assert_array_equal(np.asarray(k), np.arange(8))
+
+
+def test_import_copy_false_speaks_python():
+    with pytest.raises(BufferError, match=r"kiln.from_dlpack\(copy=False\).*strides.*copy=None"):
+        kiln.from_dlpack(np.ones((4, 3), np.float32).T, copy=False)
 
 
 def test_torch_round_trip():
@@ -139,8 +201,7 @@ def test_torch_round_trip():
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     k = kiln.from_dlpack(t)
     assert _ptr(k) == t.data_ptr()  # imported in place
-    back = torch.from_dlpack(k)
-    assert back.data_ptr() == _ptr(k)
+    back = torch.from_dlpack(k)  # a copy: see test_torch_cannot_write_a_kiln_array
     assert torch.equal(back, t)
 
 
@@ -173,21 +234,23 @@ def _kiln_cuda_or_skip():
     return cuda[0]
 
 
-def test_torch_cuda_views_kiln_jit_result():
-    # The result of a kernel kiln queued: torch's stream is ordered after
-    # kiln's ready event, so torch reads the finished values in place.
+def test_torch_cuda_copies_kiln_jit_result():
+    # The result of a kernel kiln queued: the copy kiln makes for torch is
+    # ordered after it, and torch's stream after the copy.
     torch = pytest.importorskip("torch")
     dev = _kiln_cuda_or_skip()
     if not torch.cuda.is_available():
         pytest.skip("needs torch with CUDA")
     x = np.arange(1 << 22, dtype=np.float32)
     k = kiln.jit(lambda a: a * 2 + 1)(kiln.asarray(x, device=dev))
-    t = torch.from_dlpack(k)
-    assert t.is_cuda and t.data_ptr() == _ptr_cuda(k)
+    t = torch.from_dlpack(k)  # a copy on the GPU: torch ignores the read-only flag
+    assert t.is_cuda and t.data_ptr() != _ptr_cuda(k)
     np.testing.assert_array_equal(t.cpu().numpy(), x * 2 + 1)
+    t[0] = -5
+    np.testing.assert_array_equal(np.asarray(k)[:2], [1, 3])
     del k
-    gc.collect()  # torch's view keeps kiln's buffer alive
-    np.testing.assert_array_equal((t + 0).cpu().numpy(), x * 2 + 1)
+    gc.collect()  # torch's copy is its own
+    np.testing.assert_array_equal((t + 0).cpu().numpy()[1:], (x * 2 + 1)[1:])
 
 
 def test_cupy_cuda_import_outlives_producer_reference():
@@ -225,3 +288,15 @@ def _ptr_cuda(a):
     data = ctypes.c_void_p.from_address(managed + 32).value  # DLManagedTensorVersioned.dl_tensor.data
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.c_void_p.from_address(managed + 16).value)(managed)
     return data
+
+
+def test_device_copy_for_consumers_is_new_memory():
+    # CUDA arrays are copied for a consumer by a kiln.jit copy program (kiln's
+    # DLPack import copies only host-readable tensors); the same program runs
+    # here on the CPU, where it must not hand back the input's memory either.
+    from kiln import _array
+    k = kiln.from_dlpack(np.arange(5, dtype=np.int16), copy=True)
+    c = _array._copy_program()(k)
+    assert _array._data_pointer(c) != _array._data_pointer(k) == _ptr(k)
+    np.testing.assert_array_equal(np.asarray(c), np.arange(5))
+    assert _array._data_pointer(k._fresh_copy()) != _ptr(k)
