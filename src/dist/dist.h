@@ -125,8 +125,6 @@ char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buf
 /* The mesh axes collective e runs over, as indices: ppermute numbers its
  * ranks in mesh order (as JAX), the others in the order named. */
 kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax);
-/* KILN_COLLECTIVE_TIMEOUT in seconds (a positive number), else 300. */
-double kdist_collective_timeout(void);
 
 /* Device `coords`' shard of global (split by spec, of type shard) when it
  * is one contiguous run of global's memory: *data points at it (no copy). */
@@ -136,15 +134,30 @@ bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *
 /* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
 typedef struct kdist_workers kdist_workers;
 typedef void (*kdist_work_fn)(void *arg, int i);
-/* n threads besides the caller's. */
+typedef struct kdist_call {
+  kdist_work_fn fn; /* fn(arg, i) for each device i, each on a thread */
+  /* Once device i has finished: how many seconds the others still get. */
+  double (*grace)(void *arg, int i);
+  /* Called by the thread of an abandoned device once fn returns (late):
+   * it releases what the thread held. NULL: nothing to do. */
+  kdist_work_fn left;
+  void *arg;
+} kdist_call;
+/* n threads, one per device index. */
 kiln_status kdist_workers_new(int n, kdist_workers **out);
-void kdist_workers_free(kdist_workers *w); /* NULL is allowed */
-/* fn(arg, i) for i in 0..n-1 concurrently, 0 on the calling thread; returns
- * when all have returned. With w NULL, busy or too small, threads of the
- * call's own; an index whose thread cannot start goes to skip instead (and
- * the call fails). */
-kiln_status kdist_workers_run(kdist_workers *w, int n, kdist_work_fn fn, kdist_work_fn skip,
-                              void *arg);
+/* Joins the idle threads; abandoned ones are detached, not waited for.
+ * NULL is allowed. */
+void kdist_workers_free(kdist_workers *w);
+/* Runs c for devices 0..n-1 on w's threads (on threads of its own where w is
+ * NULL, busy or too small) while the caller waits. Once a device finishes,
+ * the others have c->grace seconds; those that have not finished by then
+ * are abandoned (left[i] set): their threads are detached, and whenever
+ * they return they call c->left and exit. KILN_OK once every device
+ * finished or was abandoned; an error (nothing ran) where threads cannot
+ * start or w left a device behind in an earlier call. */
+kiln_status kdist_workers_run(kdist_workers *w, int n, const kdist_call *c, bool *left);
+/* The first device an earlier call of w abandoned; -1: none. */
+int kdist_workers_stuck(kdist_workers *w);
 
 /* A body split for lockstep execution: the equations between two
  * collectives as one program compiled for every device, and each
