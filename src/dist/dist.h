@@ -131,6 +131,30 @@ kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *a
 bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
                       const kir_buffer *global, const kir_aval *shard, void **data);
 
+/* The rendezvous groups of a CPU shard_map call (spmd_groups.c). The
+ * groups of one axis set: n_groups groups of `size` members. */
+typedef struct kdist_axis_groups {
+  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
+  int na, ax[KIR_MESH_MAX_AXES];
+  int64_t size, n_groups;
+  struct kcpu_coll_group **g;
+} kdist_axis_groups;
+typedef struct kdist_spmd_run {
+  kir_mesh m;
+  int64_t n;
+  double timeout_s; /* the context's collective_timeout_s */
+  int n_sets;
+  kdist_axis_groups *sets;
+  _Atomic bool abandoned; /* a device of the last call was left behind */
+} kdist_spmd_run;
+/* The groups every collective of body needs (r->m, n and timeout_s set). */
+kiln_status kdist_groups_build(kdist_spmd_run *r, const kir_program *body);
+kdist_axis_groups *kdist_groups_find(kdist_spmd_run *r, int na, const int *ax);
+/* The group along s of the device at coord, and its rank in it. */
+struct kcpu_coll_group *kdist_group_of(const kdist_spmd_run *r, const kdist_axis_groups *s,
+                                       const int64_t *coord, int *rank);
+void kdist_groups_free(kdist_spmd_run *r);
+
 /* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
 typedef struct kdist_workers kdist_workers;
 typedef void (*kdist_work_fn)(void *arg, int i);

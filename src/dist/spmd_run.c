@@ -33,23 +33,7 @@
 #include "dist/dist.h"
 #include "runtime/runtime.h"
 
-/* The groups of one axis set: n_groups groups of `size` members. */
-typedef struct axis_groups {
-  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
-  int na, ax[KIR_MESH_MAX_AXES];
-  int64_t size, n_groups;
-  kcpu_coll_group **g;
-} axis_groups;
-
-typedef struct spmd_run {
-  kir_mesh m;
-  int64_t n;
-  double timeout_s; /* the context's collective_timeout_s */
-  int n_sets;
-  axis_groups *sets;
-  _Atomic bool abandoned; /* a device of the last call was left behind */
-} spmd_run;
-
+typedef kdist_spmd_run spmd_run;
 typedef struct device_run device_run;
 typedef struct spmd_state spmd_state;
 
@@ -122,98 +106,13 @@ struct spmd_state {
   char stuck_why[1024];
 };
 
-/* ---- groups ---- */
-
-static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
-  for (int i = 0; i < r->n_sets; i++)
-    if (r->sets[i].na == na && !memcmp(r->sets[i].ax, ax, (size_t)na * sizeof *ax)) return &r->sets[i];
-  return NULL;
-}
-
-static kiln_status add_set(spmd_run *r, int na, const int *ax) {
-  if (find_set(r, na, ax)) return KILN_OK;
-  axis_groups *grown = realloc(r->sets, (size_t)(r->n_sets + 1) * sizeof *grown);
-  if (!grown) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  r->sets = grown;
-  axis_groups *s = &r->sets[r->n_sets];
-  memset(s, 0, sizeof *s);
-  s->na = na, s->size = 1;
-  memcpy(s->ax, ax, (size_t)na * sizeof *ax);
-  for (int k = 0; k < na; k++) {
-    s->size *= r->m.size[ax[k]];
-    size_t len = strlen(s->axes);
-    snprintf(s->axes + len, sizeof s->axes - len, "%s%s", k ? "," : "", r->m.name[ax[k]]);
-  }
-  s->n_groups = r->n / s->size;
-  if (!(s->g = calloc((size_t)s->n_groups, sizeof *s->g)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  r->n_sets++;
-  for (int64_t i = 0; i < s->n_groups; i++) {
-    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, r->timeout_s, &s->g[i]);
-    if (st) return st;
-  }
-  return KILN_OK;
-}
-
-typedef struct scan_state {
-  spmd_run *r;
-  kiln_status st;
-} scan_state;
-
-static void scan_program(kir_program *p, void *user) {
-  scan_state *s = user;
-  for (int i = 0; i < p->n_eqns && !s->st; i++) {
-    const kir_eqn *e = &p->eqns[i];
-    int na, ax[KIR_MESH_MAX_AXES];
-    if (kir_collective_axes(e, NULL) && e->prim != KIR_PRIM_AXIS_INDEX) {
-      s->st = kdist_coll_axes(&s->r->m, e, &na, ax);
-      if (!s->st) s->st = add_set(s->r, na, ax);
-    }
-    kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, scan_program, user);
-  }
-}
-
-/* The group along a set of the device at coord, and its rank in it. */
-static int64_t group_index(const spmd_run *run, const axis_groups *s, const int64_t *coord,
-                           int *rank) {
-  int64_t gi = 0, r = 0;
-  bool in_set[KIR_MESH_MAX_AXES] = {false};
-  for (int k = 0; k < s->na; k++) in_set[s->ax[k]] = true, r = r * run->m.size[s->ax[k]] + coord[s->ax[k]];
-  for (int a = 0; a < run->m.ndim; a++)
-    if (!in_set[a]) gi = gi * run->m.size[a] + coord[a];
-  *rank = (int)r;
-  return gi;
-}
-
-static kcpu_coll_group *group_of(const device_run *dr, const axis_groups *s, int *rank) {
-  return s->g[group_index(dr->run, s, dr->coord, rank)];
-}
-
-/* Has every group name its members by their device index (messages). */
-static kiln_status name_groups(spmd_run *r) {
-  int64_t *ids = malloc((size_t)r->n * sizeof *ids), coord[KIR_MESH_MAX_AXES];
-  kiln_status st = ids ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  for (int i = 0; !st && i < r->n_sets; i++) {
-    axis_groups *s = &r->sets[i];
-    for (int64_t d = 0; d < r->n; d++) {
-      int rank;
-      kir_mesh_coords(&r->m, d, coord);
-      int64_t gi = group_index(r, s, coord, &rank);
-      ids[gi * s->size + rank] = d;
-    }
-    for (int64_t g = 0; !st && g < s->n_groups; g++) st = kcpu_coll_group_name(s->g[g], ids + g * s->size);
-  }
-  free(ids);
-  return st;
-}
-
 /* ---- the collectives of one device ---- */
 
 static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir_buffer *in,
                                      kir_buffer *out) {
   int na, ax[KIR_MESH_MAX_AXES], rank;
   kiln_status st = kdist_coll_axes(&dr->run->m, e, &na, ax);
-  axis_groups *set = st ? NULL : find_set(dr->run, na, ax);
+  kdist_axis_groups *set = st ? NULL : kdist_groups_find(dr->run, na, ax);
   if (e->prim == KIR_PRIM_AXIS_INDEX) {
     int64_t r = 0;
     for (int k = 0; !st && k < na; k++) r = r * dr->run->m.size[ax[k]] + dr->coord[ax[k]];
@@ -223,7 +122,7 @@ static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir
   }
   if (st) return st;
   if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
-  kcpu_coll_group *g = group_of(dr, set, &rank);
+  kcpu_coll_group *g = kdist_group_of(dr->run, set, dr->coord, &rank);
   st = kdist_cpu_collective(g, rank, set->size, e, in, out);
   if (st == KILN_ERR_COLLECTIVE && kcpu_coll_timed_out(g)) dr->timed_out = true;
   return st;
@@ -267,7 +166,7 @@ static void device_table_build(void) {
 static void device_abandon(device_run *dr, const char *why) {
   for (int i = 0; i < dr->run->n_sets; i++) {
     int rank;
-    kcpu_coll_group *g = group_of(dr, &dr->run->sets[i], &rank);
+    kcpu_coll_group *g = kdist_group_of(dr->run, &dr->run->sets[i], dr->coord, &rank);
     kcpu_coll_fail(g, rank, "shard_map", why);
   }
 }
@@ -411,21 +310,12 @@ static void state_free(void *p) {
   state_unref(s);
 }
 
-static void run_free(spmd_run *r) {
-  for (int i = 0; i < r->n_sets; i++) {
-    for (int64_t k = 0; r->sets[i].g && k < r->sets[i].n_groups; k++)
-      kcpu_coll_group_free(r->sets[i].g[k]);
-    free(r->sets[i].g);
-  }
-  free(r->sets);
-}
-
 /* ---- frames ---- */
 
 static void frame_free(spmd_frame *f) {
   if (!f) return;
   for (size_t k = 0; f->own && k < (size_t)f->run.n * f->nio; k++) free(f->own[k]);
-  run_free(&f->run);
+  kdist_groups_free(&f->run);
   free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f->left), free(f);
 }
 
@@ -448,10 +338,7 @@ static kiln_status frame_new(const kir_p_shard_map *p, spmd_state *state, bool f
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) st = kir_specs_parse("shard_map", p->in_specs, &f->run.m, body->n_invars, f->specs);
   if (!st) st = kir_specs_parse("shard_map", p->out_specs, &f->run.m, body->n_outvars, f->specs + body->n_invars);
-  scan_state scan = {&f->run, KILN_OK};
-  if (!st) scan_program((kir_program *)body, &scan);
-  if (!st) st = scan.st;
-  if (!st) st = name_groups(&f->run);
+  if (!st) st = kdist_groups_build(&f->run, body);
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     device_run *dr = &f->devs[d];
     dr->run = &f->run, dr->d = d, dr->body = body;
