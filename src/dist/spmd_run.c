@@ -1,29 +1,26 @@
 /* Running a shard_map on the CPU virtual devices: one thread per device of
  * the mesh (the context's persistent workers, spmd_workers.c; the caller
- * is device 0), each running the body on its own shards (views of the
- * global buffers where a shard is one run of them) through its own
- * executable (the body compiled once per device and cached by its text; the
- * kernel cache shares the kernels), the collectives being OPAQUE steps that
- * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
- * reductions, a timeout, failure spread to every member). Bodies with
- * effects run on the reference evaluators, still one thread per device. A
+ * waits), each running the body on its own shards (views of the global
+ * buffers where a shard is one run of them) through its own executable
+ * (compiled once per device and cached by the body's text; the kernel cache
+ * shares the kernels), the collectives being OPAQUE steps that exchange
+ * real data through the CPU rendezvous (kcpu_coll_*, spmd_groups.c). A
  * device that fails reports it to every group it belongs to, so no member
  * waits for it; the call returns the first device's own error. A member
- * that does not arrive within the context's collective_timeout_s
- * (KILN_COLLECTIVE_TIMEOUT) fails the collective the same way, and a device
- * that has not finished that long after another did (the same bound, taken
- * as an implicit barrier at the end of the body; a second or less after a
+ * that does not arrive within the context's collective_timeout_s fails the
+ * collective alike, and a device not finished that long after another (the
+ * end of the body as an implicit barrier; a second or less after a
  * collective timed out) is abandoned: it is stuck in foreign code (a host
  * callback, a kernel, BLAS) that kiln cannot interrupt. Its thread is
- * detached and holds a reference to this runner's state, so that the frame,
- * groups and executables it may touch stay alive until it comes back; the
- * context's multi-device calls fail from then on, naming the device.
- * Bodies on the reference evaluators (those with effects: host callbacks)
- * work on memory of the frame's own, copied in and out by the caller, so a
- * late device writes into nothing of the caller's; a host callback that
- * comes back late stops its device at once. On a backend with collectives
- * of its own (CUDA: NCCL) every shard_map runs in lockstep instead
- * (spmd_lockstep.c). */
+ * detached and keeps a reference to this runner's state, so the frame,
+ * groups and executables it may touch outlive it; the context's
+ * multi-device calls fail from then on, naming the device. Bodies with
+ * effects (host callbacks) run on the reference evaluators, fenced: on
+ * memory of the frame's own that the caller copies in and out, so a late
+ * device touches nothing of the caller's, and a host callback coming back
+ * late stops its device at once. (A late kernel of a compiled body still
+ * writes where it was told: the shards.) On a backend with collectives of
+ * its own (CUDA: NCCL) every shard_map runs in lockstep (spmd_lockstep.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,8 +37,7 @@ typedef struct spmd_state spmd_state;
 /* What a call over a mesh needs besides its values: the groups, each
  * device's run and buffers, and memory of their own for the shards that are
  * not views of the global buffers. A cached body keeps its frame between
- * calls (nothing allocated, no thread created per step); bodies on the
- * reference evaluators build one per call. */
+ * calls (nothing allocated, no thread created per step). */
 typedef struct spmd_frame {
   spmd_run run;
   spmd_state *state; /* what an abandoned device holds a reference to (NULL: none) */
@@ -76,15 +72,14 @@ struct device_run {
   char msg[1024];
 };
 
-/* A body compiled once per device (the kernel cache shares the kernels),
- * found again by its text and donated invars; the executables' envs point
- * at `slots`. */
+/* A body's own copy, compiled once per device where it can be, found again
+ * by its text and donated invars; the executables' envs point at `slots`. */
 typedef struct body_entry {
   char *text;
   bool *donated; /* per body invar */
   kir_program *prog; /* the shard_map alone, parsed back from text: owns the body */
   int64_t n;
-  kdev_exec **x;
+  kdev_exec **x; /* all NULL: the reference evaluators run it */
   device_slot *slots;
   pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots and frame */
   spmd_frame *frame;      /* NULL: built by the next call (after a failure, say) */
