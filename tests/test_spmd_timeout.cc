@@ -87,6 +87,15 @@ kiln_tree *Body(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_val(kiln_psum(t, x, "data"));
 }
 
+// x + device index through the callback: no collective to time out.
+kiln_tree *NoCollective(kiln_trace *t, const kiln_tree *args, void *user) {
+  kiln_val *i = kiln_axis_index(t, "data"), *r = nullptr;
+  kiln_aval a{};
+  a.dtype = KILN_I32;
+  kiln_host_callback(t, Hold, user, 1, &i, 1, &a, &r);
+  return kiln_tree_val(kiln_add(t, kiln_arg(args, 0), kiln_convert(t, r, KILN_F32)));
+}
+
 kiln_tree *Double(kiln_trace *t, const kiln_tree *args, void *) {
   kiln_val *x = kiln_arg(args, 0);
   return kiln_tree_val(kiln_add(t, x, x));
@@ -232,6 +241,34 @@ TEST_F(SpmdTimeout, DeviceZeroLateIsNamedByTheDeviceThatWaited) {
   gate.Release();
   EXPECT_TRUE(gate.AwaitReturn(1));
   ExpectContextFailedButUsable(0);
+}
+
+// No collective after the stuck callback: the end of the body is the
+// barrier, with the same bound.
+TEST_F(SpmdTimeout, ADeviceThatDoesNotFinishIsAbandonedAfterTheTimeout) {
+  gate.Arm(1, 0);
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(NoCollective, &gate, "body", &f), KILN_OK);
+  kiln_pspec *ps = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("data", &ps), KILN_OK);
+  kiln_tree *leaf = kiln_tree_ptr(ps);
+  kiln_tree *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(ps);
+  ASSERT_EQ(kiln_shard_map(f, mesh_, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+  kiln_tree_free(ins), kiln_tree_free(outs);
+  kiln_pspec_free(ps);
+  std::vector<float> out;
+  auto t = Clock::now();
+  EXPECT_EQ(Call(sm, x_, &out), KILN_ERR_COLLECTIVE);
+  double s = Since(t);
+  EXPECT_GE(s, 0.3);
+  EXPECT_LT(s, 2.0);
+  std::string msg = kiln_last_error();
+  EXPECT_TRUE(Contains(msg, "device 1 did not finish within 0.3 s of the others")) << msg;
+  EXPECT_TRUE(Contains(msg, "device 1 is stuck and was abandoned")) << msg;
+  kiln_func_free(sm), kiln_func_free(f);
+  ExpectContextFailedButUsable(1);
+  gate.Release();
+  EXPECT_TRUE(gate.AwaitReturn(1));
 }
 
 // pmap over the same body: the same bound and error.
