@@ -44,6 +44,9 @@ typedef struct spmd_frame {
   bool fenced;       /* every buffer is the frame's own (the reference evaluators) */
   bool *left;        /* per device: abandoned by the last call */
   char why[1024];    /* then: why */
+  /* The program's host callbacks as the call began: a late device reads
+   * these, not the program's table (freed with the program). */
+  ktr_host_table hosts;
   size_t nio; /* the body's invars then outvars */
   kir_spec *specs;
   device_run *devs;
@@ -136,9 +139,10 @@ static kiln_status eval_device_host_callback(const kir_eqn *e, const kir_buffer 
                                              kir_buffer *out, void *ctx) {
   const kir_eval_env *env = ctx;
   const device_slot *slot = env->user;
-  kiln_status st = kir_reference_evals()->fn[KIR_PRIM_HOST_CALLBACK](e, in, out, ctx);
-  if (!st && atomic_load(&slot->cur->run->abandoned))
-    st = kcore_fail(KILN_ERR_COLLECTIVE, "host_callback: came back after the call was abandoned");
+  bool late = atomic_load(&slot->cur->run->abandoned); /* reached it after: do not enter */
+  kiln_status st = late ? KILN_OK : kir_reference_evals()->fn[KIR_PRIM_HOST_CALLBACK](e, in, out, ctx);
+  if (!st && (late || atomic_load(&slot->cur->run->abandoned)))
+    st = kcore_fail(KILN_ERR_COLLECTIVE, "host_callback: reached after the call was abandoned");
   return st;
 }
 
@@ -311,7 +315,8 @@ static void frame_free(spmd_frame *f) {
   if (!f) return;
   for (size_t k = 0; f->own && k < (size_t)f->run.n * f->nio; k++) free(f->own[k]);
   kdist_groups_free(&f->run);
-  free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f->left), free(f);
+  free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f->left), free(f->hosts.v);
+  free(f);
 }
 
 static kiln_status frame_new(const kir_p_shard_map *p, spmd_state *state, bool fenced,
@@ -412,10 +417,19 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
   int n_in = body->n_invars;
   kiln_status st = KILN_OK;
   *stuck = -1;
+  const ktr_host_table *h = env->host_call == krt_host_call ? env->host_user : NULL;
+  if (h && h->n > f->hosts.cap) {
+    ktr_host_fn *v = realloc(f->hosts.v, (size_t)h->n * sizeof *v);
+    if (!v) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+    f->hosts.v = v, f->hosts.cap = h->n;
+  }
+  if (h && h->n) memcpy(f->hosts.v, h->v, (size_t)h->n * sizeof *h->v);
+  f->hosts.n = h ? h->n : 0;
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     device_run *dr = &f->devs[d];
     dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->timed_out = false, dr->msg[0] = 0;
     dr->env.table = &device_table, dr->env.user = &dr->own;
+    if (h) dr->env.host_user = &f->hosts;
     if (entry) {
       dr->x = entry->x[d], dr->ops = state->ctx->be.exec;
       entry->slots[d].cur = dr;
