@@ -543,8 +543,10 @@ static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const ki
     }
     pthread_mutex_unlock(&state->mu);
   }
-  if (stuck < 0 && entry && st) entry->frame = NULL; /* its groups may be broken: build them again */
-  if (stuck < 0 && f && (!entry || st)) frame_free(f); /* stuck without a state: f is leaked */
+  /* After a failure its groups may be broken: the next call builds them
+   * again. With a device left behind it stays (without a state: leaked). */
+  if (f && stuck < 0 && entry && st) entry->frame = NULL;
+  if (f && stuck < 0 && (!entry || st)) frame_free(f);
   if (entry) pthread_mutex_unlock(&entry->run_mu);
   return st;
 }
