@@ -87,6 +87,17 @@ kiln_tree *Body(kiln_trace *t, const kiln_tree *args, void *user) {
   return kiln_tree_val(kiln_psum(t, x, "data"));
 }
 
+// The same over a 2x4 mesh: the callback gets the device's index over both
+// axes (its device number), the psum spans "data".
+kiln_tree *MeshBody(kiln_trace *t, const kiln_tree *args, void *user) {
+  kiln_val *i = kiln_axis_index(t, "data,model"), *r = nullptr;
+  kiln_aval a{};
+  a.dtype = KILN_I32;
+  kiln_host_callback(t, Hold, user, 1, &i, 1, &a, &r);
+  kiln_val *x = kiln_add(t, kiln_arg(args, 0), kiln_convert(t, r, KILN_F32));
+  return kiln_tree_val(kiln_psum(t, x, "data"));
+}
+
 // x + device index through the callback: no collective to time out.
 kiln_tree *NoCollective(kiln_trace *t, const kiln_tree *args, void *user) {
   kiln_val *i = kiln_axis_index(t, "data"), *r = nullptr;
@@ -130,9 +141,10 @@ class SpmdTimeout : public ::testing::Test {
   // Frees everything, the context last.
   void FreeCtx() {
     kiln_array_release(x_);
+    kiln_jit_free(jit_);
     kiln_func_free(sm_), kiln_func_free(body_);
     kiln_mesh_free(mesh_);
-    x_ = nullptr, sm_ = body_ = nullptr, mesh_ = nullptr;
+    x_ = nullptr, jit_ = nullptr, sm_ = body_ = nullptr, mesh_ = nullptr;
     auto t = Clock::now();
     kiln_ctx_free(ctx_);  // must not wait for a stuck device
     ctx_ = nullptr;
@@ -147,17 +159,20 @@ class SpmdTimeout : public ::testing::Test {
     EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, 1, &n, v.data(), v.size() * 4, &a), KILN_OK);
     return a;
   }
+  // jit(f)(x); f = sm_ goes through one jit kept for the test (its later
+  // calls run the compiled program at once).
   kiln_status Call(const kiln_func *f, kiln_array *x, std::vector<float> *out) {
-    kiln_jit *j = nullptr;
+    kiln_jit *j = f == sm_ ? jit_ : nullptr;
     kiln_array *y = nullptr;
-    kiln_status st = kiln_jit_new(ctx_, f, nullptr, &j);
+    kiln_status st = j ? KILN_OK : kiln_jit_new(ctx_, f, nullptr, &j);
+    if (f == sm_) jit_ = j;
     if (st == KILN_OK) st = kiln_jit_call_arrays(j, 1, &x, 1, &y);
     if (st == KILN_OK) {
       out->resize(kiln_array_nbytes(y) / 4);
       st = kiln_array_to_host(y, out->data(), kiln_array_nbytes(y));
     }
     kiln_array_release(y);
-    kiln_jit_free(j);
+    if (f != sm_) kiln_jit_free(j);
     return st;
   }
   // The call must fail within `limit` seconds with every piece of `want`.
@@ -194,6 +209,7 @@ class SpmdTimeout : public ::testing::Test {
   kiln_ctx *ctx_ = nullptr;
   kiln_mesh *mesh_ = nullptr;
   kiln_func *body_ = nullptr, *sm_ = nullptr;
+  kiln_jit *jit_ = nullptr;
   kiln_array *x_ = nullptr;
 };
 
@@ -289,6 +305,57 @@ TEST_F(SpmdTimeout, PmapOfAStuckDeviceFailsWithinTheTimeout) {
   kiln_array_release(x);
   kiln_func_free(pm), kiln_func_free(f);
   FreeCtx();
+  gate.Release();
+  EXPECT_TRUE(gate.AwaitReturn(1));
+}
+
+// Eight devices on a 2x4 mesh, device 6 late in a psum over "data" (groups
+// {0, 4}, {1, 5}, {2, 6}, {3, 7}): the message names the late device and
+// the one of its group that waited, by their device numbers.
+TEST(SpmdTimeoutMesh, TheLateDeviceIsNamedByItsGroupOnATwoByFourMesh) {
+  kiln_options opts;
+  kiln_options_init(&opts);
+  opts.backend = KILN_BACKEND_CPU;
+  opts.num_cpu_devices = 8;
+  opts.collective_timeout_s = 0.3;
+  kiln_ctx *ctx = nullptr;
+  ASSERT_EQ(kiln_ctx_new(&opts, &ctx), KILN_OK) << kiln_last_error();
+  int64_t shape[] = {2, 4};
+  const char *names[] = {"data", "model"};
+  kiln_mesh *mesh = nullptr;
+  ASSERT_EQ(kiln_mesh_new(ctx, 2, shape, names, nullptr, &mesh), KILN_OK) << kiln_last_error();
+  kiln_func *f = nullptr, *sm = nullptr;
+  ASSERT_EQ(kiln_func_new(MeshBody, &gate, "body", &f), KILN_OK);
+  kiln_pspec *ps = nullptr, *po = nullptr;
+  ASSERT_EQ(kiln_pspec_parse("(data, model)", &ps), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_pspec_parse("model", &po), KILN_OK);
+  kiln_tree *leaf = kiln_tree_ptr(ps);
+  kiln_tree *ins = kiln_tree_tuple(1, &leaf), *outs = kiln_tree_ptr(po);
+  ASSERT_EQ(kiln_shard_map(f, mesh, ins, outs, 1, &sm), KILN_OK) << kiln_last_error();
+  kiln_tree_free(ins), kiln_tree_free(outs);
+  kiln_pspec_free(ps), kiln_pspec_free(po);
+  std::vector<float> v(16, 1.0f);
+  int64_t n = 16;
+  kiln_device *dev = nullptr;
+  kiln_array *x = nullptr, *y = nullptr;
+  ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
+  ASSERT_EQ(kiln_array_from_host(dev, KILN_F32, 1, &n, v.data(), 64, &x), KILN_OK);
+  kiln_jit *j = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx, sm, nullptr, &j), KILN_OK);
+  gate.Arm(6, 0);
+  auto t = Clock::now();
+  EXPECT_EQ(kiln_jit_call_arrays(j, 1, &x, 1, &y), KILN_ERR_COLLECTIVE);
+  EXPECT_LT(Since(t), 2.0);
+  std::string msg = kiln_last_error();
+  // Device 6 is at (1, 2): its group along "data" is {2, 6}.
+  EXPECT_TRUE(Contains(msg, "psum over axis 'data' (float32[2]): device 6 did not arrive within "
+                            "0.3 s (device 2 waited)")) << msg;
+  EXPECT_TRUE(Contains(msg, "device 6 is stuck and was abandoned")) << msg;
+  kiln_jit_free(j);
+  kiln_array_release(x);
+  kiln_func_free(sm), kiln_func_free(f);
+  kiln_mesh_free(mesh);
+  kiln_ctx_free(ctx);
   gate.Release();
   EXPECT_TRUE(gate.AwaitReturn(1));
 }

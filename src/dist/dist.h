@@ -160,8 +160,12 @@ typedef struct kdist_workers kdist_workers;
 typedef void (*kdist_work_fn)(void *arg, int i);
 typedef struct kdist_call {
   kdist_work_fn fn; /* fn(arg, i) for each device i, each on a thread */
-  /* Once device i has finished: how many seconds the others still get. */
+  /* Once device i has finished: how many seconds the others still get
+   * (i = -1: the longest a device waiting in a rendezvous takes). */
   double (*grace)(void *arg, int i);
+  /* Whether device i waits in a rendezvous (it comes back by itself, so it
+   * is not abandoned: the others get that long again). */
+  bool (*waiting)(void *arg, int i);
   /* Called by the thread of an abandoned device once fn returns (late):
    * it releases what the thread held. NULL: nothing to do. */
   kdist_work_fn left;
@@ -175,8 +179,9 @@ void kdist_workers_free(kdist_workers *w);
 /* Runs c for devices 0..n-1 on w's threads (on threads of its own where w is
  * NULL, busy or too small) while the caller waits. Once a device finishes,
  * the others have c->grace seconds; those that have not finished by then
- * are abandoned (left[i] set): their threads are detached, and whenever
- * they return they call c->left and exit. KILN_OK once every device
+ * (while none waits in a rendezvous) are abandoned (left[i] set): their
+ * threads are detached, and whenever they return they call c->left and
+ * exit. KILN_OK once every device
  * finished or was abandoned; an error (nothing ran) where threads cannot
  * start or w left a device behind in an earlier call. */
 kiln_status kdist_workers_run(kdist_workers *w, int n, const kdist_call *c, bool *left);

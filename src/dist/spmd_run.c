@@ -72,6 +72,7 @@ struct device_run {
   kir_buffer *in, *out;
   kiln_status st;
   bool timed_out; /* a collective of this device timed out */
+  _Atomic bool in_rendezvous;
   char msg[1024];
 };
 
@@ -121,7 +122,9 @@ static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir
   if (st) return st;
   if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
   kcpu_coll_group *g = kdist_group_of(dr->run, set, dr->coord, &rank);
+  atomic_store(&dr->in_rendezvous, true);
   st = kdist_cpu_collective(g, rank, set->size, e, in, out);
+  atomic_store(&dr->in_rendezvous, false);
   if (st == KILN_ERR_COLLECTIVE && kcpu_coll_timed_out(g)) dr->timed_out = true;
   return st;
 }
@@ -188,7 +191,11 @@ static void device_main(void *arg, int i) {
 static double device_grace(void *arg, int i) {
   const spmd_frame *f = arg;
   double t = f->run.timeout_s;
-  return f->devs[i].timed_out && t > 1 ? 1 : t;
+  return i >= 0 && f->devs[i].timed_out && t > 1 ? 1 : t;
+}
+
+static bool device_waiting(void *arg, int i) {
+  return atomic_load(&((spmd_frame *)arg)->devs[i].in_rendezvous);
 }
 
 static void state_unref(spmd_state *s);
@@ -438,7 +445,7 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
       st = frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
   }
   if (st) return st;
-  kdist_call call = {device_main, device_grace, state ? device_left : NULL, f};
+  kdist_call call = {device_main, device_grace, device_waiting, state ? device_left : NULL, f};
   /* Every device holds a reference for the call; the abandoned keep theirs. */
   if (state) atomic_fetch_add(&state->refs, f->run.n);
   st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, &call, f->left);

@@ -94,15 +94,17 @@ static const char *noun(const kcpu_coll_group *g, bool many) {
 static int ranks_where(const kcpu_coll_group *g, uint64_t gen, bool arrived, char *buf, size_t cap) {
   size_t len = 0;
   int count = 0;
+  bool cut = false;
   buf[0] = 0;
   for (int r = 0; r < g->n; r++) {
     if ((g->slots[r].arrived_gen == gen) != arrived) continue;
     if (len < cap - 24) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", count ? ", " : "", who(g, r));
-    else if (len < cap - 5) len += (size_t)snprintf(buf + len, cap - len, ", ...");
+    else if (!cut) cut = true, snprintf(buf + len, cap - len, ", ...");
     count++;
   }
   return count;
 }
+
 static void describe(const slot *s, char *buf, size_t cap) {
   snprintf(buf, cap, "%s[%lld]", kiln_dtype_name(s->dtype), (long long)s->count);
 }
