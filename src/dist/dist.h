@@ -7,6 +7,7 @@
 #include "device/device.h"
 #include "ir/ir.h"
 #include "kiln/dist.h"
+#include "trace/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -154,6 +155,69 @@ kdist_axis_groups *kdist_groups_find(kdist_spmd_run *r, int na, const int *ax);
 struct kcpu_coll_group *kdist_group_of(const kdist_spmd_run *r, const kdist_axis_groups *s,
                                        const int64_t *coord, int *rank);
 void kdist_groups_free(kdist_spmd_run *r);
+
+/* A CPU shard_map call's frame (spmd_frame.c): what a call over a mesh
+ * needs besides its values: the groups, each device's run and buffers, and
+ * memory of their own for the shards that are not views of the global
+ * buffers. A cached body keeps its frame between calls (nothing allocated,
+ * no thread created per step). */
+typedef struct kdist_device_run kdist_device_run;
+/* What a device's evaluators see as env->user: the call it takes part in
+ * (a cached executable keeps its env, so the slot outlives the call). */
+typedef struct kdist_device_slot {
+  kdist_device_run *cur;
+} kdist_device_slot;
+struct kdist_device_run {
+  kdist_spmd_run *run;
+  int64_t d;
+  int64_t coord[KIR_MESH_MAX_AXES];
+  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
+  kdist_device_slot own; /* the slot when no cached executable runs the body */
+  const kir_program *body;
+  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
+  const kdev_exec_ops *ops;
+  kir_buffer *in, *out;
+  kiln_status st;
+  bool timed_out; /* a collective of this device timed out */
+  _Atomic bool in_rendezvous;
+  char msg[1024];
+};
+struct kdist_spmd_state;
+typedef struct kdist_frame {
+  kdist_spmd_run run;
+  struct kdist_spmd_state *state; /* what an abandoned device holds a reference to */
+  bool fenced;    /* every buffer is the frame's own (the reference evaluators) */
+  bool *left;     /* per device: abandoned by the last call */
+  char why[1024]; /* then: why */
+  /* The program's host callbacks as the call began: a late device reads
+   * these, not the program's table (freed with the program). */
+  ktr_host_table hosts;
+  size_t nio; /* the body's invars then outvars */
+  kir_spec *specs;
+  kdist_device_run *devs;
+  kir_buffer *bufs; /* per device, nio */
+  void **own;       /* per buffer: its own memory, made on first need */
+} kdist_frame;
+/* A frame for shard_map p (its groups wait timeout_s). */
+kiln_status kdist_frame_new(const kir_p_shard_map *p, struct kdist_spmd_state *state,
+                            double timeout_s, bool fenced, kdist_frame **out);
+void kdist_frame_free(kdist_frame *f); /* NULL is allowed */
+/* Points device d's buffer k at its shard of the global value g where that
+ * is one run of g's memory (a result only where d writes it back and no
+ * operand shares the memory; never when fenced), else at the buffer's own
+ * memory (an operand copied in). */
+kiln_status kdist_frame_bind(kdist_frame *f, int64_t d, size_t k, const kir_buffer *g,
+                             const kir_buffer *in, int n_in);
+/* A fenced call over the shards themselves (local, as
+ * kdist_spmd_run_local's): every buffer the frame's own, the operands
+ * copied in (out = false) or the results out. */
+kiln_status kdist_frame_fence(kdist_frame *f, int n_in, void *const *local, bool out);
+/* Copies the program's host-callback table h (NULL: none) into f->hosts. */
+kiln_status kdist_frame_hosts(kdist_frame *f, const ktr_host_table *h);
+/* The call's error: the first device that failed on its own (not because
+ * another did), else the first collective's; with a device left behind
+ * (stuck >= 0), which ones (and f->why: the reason). KILN_OK: none. */
+kiln_status kdist_frame_error(kdist_frame *f, const kir_eqn *e, int64_t stuck);
 
 /* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
 typedef struct kdist_workers kdist_workers;

@@ -31,50 +31,10 @@
 #include "runtime/runtime.h"
 
 typedef kdist_spmd_run spmd_run;
-typedef struct device_run device_run;
-typedef struct spmd_state spmd_state;
-
-/* What a call over a mesh needs besides its values: the groups, each
- * device's run and buffers, and memory of their own for the shards that are
- * not views of the global buffers. A cached body keeps its frame between
- * calls (nothing allocated, no thread created per step). */
-typedef struct spmd_frame {
-  spmd_run run;
-  spmd_state *state; /* what an abandoned device holds a reference to (NULL: none) */
-  bool fenced;       /* every buffer is the frame's own (the reference evaluators) */
-  bool *left;        /* per device: abandoned by the last call */
-  char why[1024];    /* then: why */
-  /* The program's host callbacks as the call began: a late device reads
-   * these, not the program's table (freed with the program). */
-  ktr_host_table hosts;
-  size_t nio; /* the body's invars then outvars */
-  kir_spec *specs;
-  device_run *devs;
-  kir_buffer *bufs; /* per device, nio */
-  void **own;       /* per buffer: its own memory, made on first need */
-} spmd_frame;
-
-/* What a device's evaluators see as env->user: the call it takes part in
- * (a cached executable keeps its env, so the slot outlives the call). */
-typedef struct device_slot {
-  device_run *cur;
-} device_slot;
-
-struct device_run {
-  spmd_run *run;
-  int64_t d;
-  int64_t coord[KIR_MESH_MAX_AXES];
-  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
-  device_slot own;  /* the slot when no cached executable runs the body */
-  const kir_program *body;
-  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
-  const kdev_exec_ops *ops;
-  kir_buffer *in, *out;
-  kiln_status st;
-  bool timed_out; /* a collective of this device timed out */
-  _Atomic bool in_rendezvous;
-  char msg[1024];
-};
+typedef kdist_frame spmd_frame;
+typedef kdist_device_run device_run;
+typedef kdist_device_slot device_slot;
+typedef struct kdist_spmd_state spmd_state;
 
 /* A body's own copy, compiled once per device where it can be, found again
  * by its text and donated invars; the executables' envs point at `slots`. */
@@ -90,7 +50,7 @@ typedef struct body_entry {
   struct body_entry *next;
 } body_entry;
 
-struct spmd_state {
+struct kdist_spmd_state {
   kir_eval_table table; /* the reference evaluators with shard_map on threads; ctx = this */
   kiln_ctx *ctx;        /* NULL once the context is freed (abandoned devices still run) */
   const kdev_exec_ops *exec; /* frees the entries' executables, with or without ctx */
@@ -209,10 +169,8 @@ static void device_left(void *arg, int i) {
 
 /* ---- the per-device executables, cached by body text ---- */
 
-static void frame_free(spmd_frame *f);
-
 static void entry_free(const kdev_exec_ops *ops, body_entry *b) {
-  frame_free(b->frame);
+  kdist_frame_free(b->frame);
   for (int64_t d = 0; b->x && d < b->n; d++)
     if (b->x[d]) ops->free(b->x[d]);
   kir_program_free(b->prog);
@@ -316,104 +274,6 @@ static void state_free(void *p) {
   state_unref(s);
 }
 
-/* ---- frames ---- */
-
-static void frame_free(spmd_frame *f) {
-  if (!f) return;
-  for (size_t k = 0; f->own && k < (size_t)f->run.n * f->nio; k++) free(f->own[k]);
-  kdist_groups_free(&f->run);
-  free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f->left), free(f->hosts.v);
-  free(f);
-}
-
-static kiln_status frame_new(const kir_p_shard_map *p, spmd_state *state, bool fenced,
-                             spmd_frame **out) {
-  const kir_program *body = p->jaxpr;
-  spmd_frame *f = calloc(1, sizeof *f);
-  if (!f) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &f->run.m);
-  f->run.n = f->run.m.n_devices;
-  f->run.timeout_s = state ? state->ctx->config.opts.collective_timeout_s
-                           : KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S;
-  f->state = state, f->fenced = fenced;
-  f->nio = (size_t)(body->n_invars + body->n_outvars);
-  size_t cells = (size_t)f->run.n * f->nio + 1;
-  if (!st && (!(f->specs = calloc(f->nio + 1, sizeof *f->specs)) ||
-              !(f->devs = calloc((size_t)f->run.n, sizeof *f->devs)) ||
-              !(f->bufs = calloc(cells, sizeof *f->bufs)) || !(f->own = calloc(cells, sizeof *f->own)) ||
-              !(f->left = calloc((size_t)f->run.n, sizeof *f->left))))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &f->run.m, body->n_invars, f->specs);
-  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &f->run.m, body->n_outvars, f->specs + body->n_invars);
-  if (!st) st = kdist_groups_build(&f->run, body);
-  for (int64_t d = 0; !st && d < f->run.n; d++) {
-    device_run *dr = &f->devs[d];
-    dr->run = &f->run, dr->d = d, dr->body = body;
-    dr->in = f->bufs + (size_t)d * f->nio, dr->out = dr->in + body->n_invars;
-    kir_mesh_coords(&f->run.m, d, dr->coord);
-    for (size_t k = 0; k < f->nio; k++) {
-      kir_vid v = k < (size_t)body->n_invars ? body->invars[k] : body->outvars[k - body->n_invars];
-      kir_buffer *b = &dr->in[k];
-      b->aval = *kir_var_aval(body, v);
-      b->nbytes = (size_t)kir_aval_size(&b->aval) * kiln_dtype_size(b->aval.dtype);
-    }
-  }
-  if (st) frame_free(f);
-  *out = st ? NULL : f;
-  return st;
-}
-
-static bool overlaps(const kir_buffer *a, const kir_buffer *b) {
-  const char *pa = a->data, *pb = b->data;
-  return pa && pb && pa < pb + b->nbytes && pb < pa + a->nbytes;
-}
-
-/* Points device d's buffer k at its shard of the global value g where that
- * is one run of g's memory (a result only where d writes it back and no
- * operand shares the memory), else at the buffer's own memory. */
-static kiln_status frame_bind(spmd_frame *f, int64_t d, size_t k, const kir_buffer *g,
-                              const kir_buffer *in, int n_in) {
-  device_run *dr = &f->devs[d];
-  kir_buffer *b = &dr->in[k];
-  const kir_spec *spec = &f->specs[k];
-  bool result = k >= (size_t)n_in;
-  bool view = !f->fenced && (!result || kir_shard_writes_back(&f->run.m, dr->coord, spec));
-  for (int i = 0; view && result && i < n_in; i++) view = !overlaps(g, &in[i]);
-  if (view && kdist_shard_view(&f->run.m, dr->coord, spec, g, &b->aval, &b->data)) return KILN_OK;
-  void **own = &f->own[(size_t)d * f->nio + k];
-  if (!*own && !(*own = malloc(b->nbytes + 1)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  b->data = *own;
-  if (!result) kir_shard_copy(&f->run.m, dr->coord, spec, g, b, false);
-  return KILN_OK;
-}
-
-/* The call's error: the first device that failed on its own (not because
- * another did), else the first collective's; with devices left behind,
- * which (and f->why: the reason). */
-static kiln_status frame_error(spmd_frame *f, const kir_eqn *e, int64_t stuck) {
-  const char *mesh = e->params.shard_map.mesh;
-  const device_run *first = NULL;
-  for (int pass = 0; !first && pass < 2; pass++)
-    for (int64_t d = 0; !first && d < f->run.n; d++)
-      if (!f->left[d] && f->devs[d].st && (pass || f->devs[d].st != KILN_ERR_COLLECTIVE))
-        first = &f->devs[d];
-  if (stuck < 0) return first ? kcore_fail(first->st, "shard_map over %s: %s", mesh, first->msg) : KILN_OK;
-  if (first) snprintf(f->why, sizeof f->why, "%s", first->msg);
-  else snprintf(f->why, sizeof f->why, "device %lld did not finish within %g s of the others "
-                "(stuck in a host callback, a kernel or BLAS?)", (long long)stuck, f->run.timeout_s);
-  char list[256] = "";
-  size_t len = 0;
-  int n_left = 0;
-  for (int64_t d = 0; d < f->run.n; d++)
-    if (f->left[d] && len < sizeof list - 24)
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", n_left++ ? ", " : "", (long long)d);
-  return kcore_fail(KILN_ERR_COLLECTIVE, "shard_map over %s: %s; device%s %s %s stuck and %s "
-                    "abandoned (left running, detached): this context's multi-device calls fail "
-                    "from now on", mesh, f->why, n_left > 1 ? "s" : "", list,
-                    n_left > 1 ? "are" : "is", n_left > 1 ? "were" : "was");
-}
-
 /* Runs the frame's call; in and out are the global values, or NULL where
  * every device's buffers are bound already. *stuck: the first device left
  * behind (-1: none). */
@@ -424,25 +284,19 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
   int n_in = body->n_invars;
   kiln_status st = KILN_OK;
   *stuck = -1;
-  const ktr_host_table *h = env->host_call == krt_host_call ? env->host_user : NULL;
-  if (h && h->n > f->hosts.cap) {
-    ktr_host_fn *v = realloc(f->hosts.v, (size_t)h->n * sizeof *v);
-    if (!v) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-    f->hosts.v = v, f->hosts.cap = h->n;
-  }
-  if (h && h->n) memcpy(f->hosts.v, h->v, (size_t)h->n * sizeof *h->v);
-  f->hosts.n = h ? h->n : 0;
+  bool hosts = env->host_call == krt_host_call;
+  if (hosts && (st = kdist_frame_hosts(f, env->host_user))) return st;
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     device_run *dr = &f->devs[d];
     dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->timed_out = false, dr->msg[0] = 0;
     dr->env.table = &device_table, dr->env.user = &dr->own;
-    if (h) dr->env.host_user = &f->hosts;
+    if (hosts) dr->env.host_user = &f->hosts;
     if (entry) {
       dr->x = entry->x[d], dr->ops = state->ctx->be.exec;
       entry->slots[d].cur = dr;
     }
     for (size_t k = 0; !st && in && k < f->nio; k++)
-      st = frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
+      st = kdist_frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
   }
   if (st) return st;
   kdist_call call = {device_main, device_grace, device_waiting, state ? device_left : NULL, f};
@@ -454,7 +308,7 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
     if (f->left[d] && n_left++ == 0) *stuck = d;
   if (n_left) atomic_store(&f->run.abandoned, true);
   if (state) atomic_fetch_sub(&state->refs, f->run.n - n_left);
-  if (!st) st = frame_error(f, e, *stuck);
+  if (!st) st = kdist_frame_error(f, e, *stuck);
   for (int k = 0; !st && in && k < body->n_outvars; k++)
     for (int64_t d = 0; d < f->run.n; d++) {
       const kir_spec *spec = &f->specs[n_in + k];
@@ -489,28 +343,6 @@ static kiln_status state_check(spmd_state *s) {
                     (long long)stuck, why);
 }
 
-/* A fenced call over the shards themselves: the frame's own memory for
- * every buffer, the operands copied in (out = false) or the results out. */
-static kiln_status fence_local(spmd_frame *f, int n_in, void *const *local, bool out) {
-  for (int64_t d = 0; d < f->run.n; d++)
-    for (size_t k = out ? (size_t)n_in : 0; k < (out ? f->nio : (size_t)n_in); k++) {
-      size_t i = (size_t)d * f->nio + k;
-      kir_buffer *b = &f->bufs[i];
-      if (!out && !f->own[i] && !(f->own[i] = malloc(b->nbytes + 1)))
-        return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-      if (out) memcpy(local[i], f->own[i], b->nbytes);
-      else memcpy(f->own[i], local[i], b->nbytes), b->data = f->own[i];
-    }
-  for (int64_t d = 0; !out && d < f->run.n; d++) /* results: made before any is copied out */
-    for (size_t k = (size_t)n_in; k < f->nio; k++) {
-      size_t i = (size_t)d * f->nio + k;
-      if (!f->own[i] && !(f->own[i] = malloc(f->bufs[i].nbytes + 1)))
-        return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-      f->bufs[i].data = f->own[i];
-    }
-  return KILN_OK;
-}
-
 /* Binds each device's buffers (from the global in/out, or from the shards
  * themselves: local) and runs the call on the entry's frame (one of its own
  * without a state). A frame whose call left a device behind stays with its
@@ -533,15 +365,18 @@ static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const ki
   if (entry) pthread_mutex_lock(&entry->run_mu);
   if (entry) st = state_check(state);
   if (!st && entry && entry->frame) f = entry->frame;
-  else if (!st) st = frame_new(&own->params.shard_map, state, fenced, &f);
+  else if (!st) st = kdist_frame_new(&own->params.shard_map, state,
+                                      state ? state->ctx->config.opts.collective_timeout_s
+                                            : KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S,
+                                      fenced, &f);
   if (entry && !st) entry->frame = f;
   int n_in = own->params.shard_map.jaxpr->n_invars;
   for (size_t i = 0; !st && local && !fenced && i < (size_t)m.n_devices * f->nio; i++)
     f->bufs[i].data = local[i];
-  if (!st && local && fenced) st = fence_local(f, n_in, local, false);
+  if (!st && local && fenced) st = kdist_frame_fence(f, n_in, local, false);
   int64_t stuck = -1;
   if (!st) st = frame_run(f, state, env, own, entry, local ? NULL : in, local ? NULL : out, &stuck);
-  if (!st && local && fenced) fence_local(f, n_in, local, true);
+  if (!st && local && fenced) kdist_frame_fence(f, n_in, local, true);
   if (stuck >= 0 && state) {
     pthread_mutex_lock(&state->mu);
     if (state->stuck < 0) {
@@ -553,7 +388,7 @@ static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const ki
   /* After a failure its groups may be broken: the next call builds them
    * again. With a device left behind it stays (without a state: leaked). */
   if (f && stuck < 0 && entry && st) entry->frame = NULL;
-  if (f && stuck < 0 && (!entry || st)) frame_free(f);
+  if (f && stuck < 0 && (!entry || st)) kdist_frame_free(f);
   if (entry) pthread_mutex_unlock(&entry->run_mu);
   return st;
 }
