@@ -287,6 +287,46 @@ TEST_F(SpmdTimeout, ADeviceThatDoesNotFinishIsAbandonedAfterTheTimeout) {
   EXPECT_TRUE(gate.AwaitReturn(1));
 }
 
+// Two threads' calls at once, device 1 stuck in both: the second finds the
+// context's workers busy and runs on threads of its own, which are
+// abandoned the same way; both late threads come back after the context is
+// freed.
+TEST_F(SpmdTimeout, ACallOnThreadsOfItsOwnIsAbandonedToo) {
+  gate.Arm(1, 0);
+  kiln_jit *ja = nullptr, *jb = nullptr;
+  ASSERT_EQ(kiln_jit_new(ctx_, sm_, nullptr, &ja), KILN_OK);
+  ASSERT_EQ(kiln_jit_new(ctx_, sm_, nullptr, &jb), KILN_OK);
+  kiln_array *xb = Iota(8);  // another shape: another body, not waiting on the first's
+  kiln_status sa = KILN_OK, sb = KILN_OK;
+  std::string ma, mb;
+  std::thread a([&] {
+    kiln_array *y = nullptr;
+    sa = kiln_jit_call_arrays(ja, 1, &x_, 1, &y);
+    ma = kiln_last_error();
+    kiln_array_release(y);
+  });
+  for (int i = 0; i < 500 && gate.entered.load() < 1; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  kiln_array *y = nullptr;
+  auto t = Clock::now();
+  sb = kiln_jit_call_arrays(jb, 1, &xb, 1, &y);
+  double s = Since(t);
+  mb = kiln_last_error();
+  a.join();
+  EXPECT_EQ(sa, KILN_ERR_COLLECTIVE) << ma;
+  EXPECT_EQ(sb, KILN_ERR_COLLECTIVE) << mb;
+  EXPECT_LT(s, 2.0);
+  EXPECT_EQ(gate.entered.load(), 2) << "both calls' device 1 entered the callback";
+  EXPECT_TRUE(Contains(ma, "device 1 did not arrive within 0.3 s (device 0 waited)")) << ma;
+  EXPECT_TRUE(Contains(mb, "device 1 did not arrive within 0.3 s (device 0 waited)")) << mb;
+  kiln_array_release(xb);
+  kiln_jit_free(ja), kiln_jit_free(jb);
+  ExpectContextFailedButUsable(1);
+  FreeCtx();
+  gate.Release();
+  EXPECT_TRUE(gate.AwaitReturn(2));
+}
+
 // pmap over the same body: the same bound and error.
 TEST_F(SpmdTimeout, PmapOfAStuckDeviceFailsWithinTheTimeout) {
   gate.Arm(1, 0);
