@@ -166,7 +166,9 @@ TEST(CollectiveCpu, TimeoutNamesMissingParticipant) {
   });
   for (int r : {0, 2}) {
     EXPECT_EQ(st[r], KILN_ERR_COLLECTIVE);
-    EXPECT_NE(msgs[r].find("psum over axis 'data' (float32[4]): participant(s) 1 did not arrive"),
+    // Named from the side of those that waited.
+    EXPECT_NE(msgs[r].find("psum over axis 'data' (float32[4]): participant 1 did not arrive "
+                           "within 0.2 s (participants 0, 2 waited)"),
               std::string::npos)
         << msgs[r];
   }

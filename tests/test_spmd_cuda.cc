@@ -67,13 +67,16 @@ kiln_val *AllToAll(kiln_trace *t, kiln_val *x, const Body &b) {
 
 class SpmdCuda : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Open(0); }
+  // A context over the CUDA devices (timeout_s 0: KILN_COLLECTIVE_TIMEOUT's).
+  void Open(double timeout_s) {
 #ifdef KILN_FAKE_NCCL_LIBRARY
     setenv("KILN_NCCL_LIBRARY", KILN_FAKE_NCCL_LIBRARY, 1);
 #endif
     kiln_options opts;
     kiln_options_init(&opts);
     opts.backend = KILN_BACKEND_CUDA;
+    opts.collective_timeout_s = timeout_s;
     kiln_status st = kiln_ctx_new(&opts, &ctx_);
     if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
     ASSERT_EQ(st, KILN_OK) << kiln_last_error();
@@ -84,7 +87,6 @@ class SpmdCuda : public ::testing::Test {
     kiln_mesh_free(mesh_);
     kiln_ctx_free(ctx_);
     unsetenv("KILN_FAKE_NCCL_ABSENT_RANK");
-    unsetenv("KILN_COLLECTIVE_TIMEOUT");
 #ifdef KILN_FAKE_NCCL_LIBRARY
     // -1: a skipped test never loaded the stand-in NCCL.
     EXPECT_LE(KctFakeLiveObjects(KILN_FAKE_NCCL_LIBRARY, "kiln_fake_nccl_live_objects"), 0)
@@ -479,16 +481,19 @@ TEST_F(SpmdCuda, AxisIndexAndPmean) {
 #endif
 }
 
-// A device that never arrives: the wait gives up after
-// KILN_COLLECTIVE_TIMEOUT, naming the collective, the axis, the shapes and
-// the devices; the communicators are dropped and the next call works.
+// A device that never arrives: the wait gives up after the context's
+// collective_timeout_s (KILN_COLLECTIVE_TIMEOUT), naming the collective, the
+// axis, the shapes and the devices; the communicators are dropped and the
+// next call works.
 TEST_F(SpmdCuda, CollectiveTimeoutIsAnErrorAndTheContextStaysUsable) {
 #ifndef KILN_FAKE_NCCL_LIBRARY
   GTEST_SKIP() << "needs the stand-in NCCL's failure controls";
 #endif
   SKIP_WITHOUT(2);
+  kiln_ctx_free(ctx_);
+  ctx_ = nullptr;
+  Open(0.3);
   Mesh({n_}, {"i"});
-  setenv("KILN_COLLECTIVE_TIMEOUT", "0.3", 1);
   setenv("KILN_FAKE_NCCL_ABSENT_RANK", "1", 1);
   Body b{Psum};
   kiln_func *sm = nullptr;

@@ -138,8 +138,8 @@ typedef struct kdev_exec_ops {
  * collectives itself (NCCL on CUDA). One call covers every device of the
  * mesh at once (one thread drives them all): in[i] / out[i] are device i's
  * buffers. Calls only enqueue, ordered after the inputs' writes; `wait`
- * waits for everything queued on the mesh, bounded by
- * KILN_COLLECTIVE_TIMEOUT. */
+ * waits for everything queued on the mesh, bounded by the mesh's timeout
+ * (KILN_COLLECTIVE_TIMEOUT). */
 typedef enum kdev_coll_kind {
   KDEV_COLL_ALL_REDUCE,     /* out = reduce over the group (count elements) */
   KDEV_COLL_ALL_GATHER,     /* out = every rank's in, rank-major */
@@ -167,7 +167,9 @@ typedef struct kdev_coll {
 typedef struct kdev_coll_ops {
   /* Fails naming the collective library when it cannot be used. */
   kiln_status (*probe)(kdev_backend *b);
-  kiln_status (*mesh_new)(kdev_backend *b, int n, void **mesh); /* the first n devices */
+  /* The first n devices; a wait gives up after timeout_s (the context's
+   * collective_timeout_s). */
+  kiln_status (*mesh_new)(kdev_backend *b, int n, double timeout_s, void **mesh);
   void (*mesh_free)(void *mesh);
   kiln_status (*run)(void *mesh, const kdev_coll *c, kdev_buffer *const *in,
                      kdev_buffer *const *out);

@@ -7,6 +7,7 @@
 #include "device/device.h"
 #include "ir/ir.h"
 #include "kiln/dist.h"
+#include "trace/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -125,26 +126,131 @@ char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buf
 /* The mesh axes collective e runs over, as indices: ppermute numbers its
  * ranks in mesh order (as JAX), the others in the order named. */
 kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax);
-/* KILN_COLLECTIVE_TIMEOUT in seconds (a positive number), else 300. */
-double kdist_collective_timeout(void);
 
 /* Device `coords`' shard of global (split by spec, of type shard) when it
  * is one contiguous run of global's memory: *data points at it (no copy). */
 bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
                       const kir_buffer *global, const kir_aval *shard, void **data);
 
+/* The rendezvous groups of a CPU shard_map call (spmd_groups.c). The
+ * groups of one axis set: n_groups groups of `size` members. */
+typedef struct kdist_axis_groups {
+  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
+  int na, ax[KIR_MESH_MAX_AXES];
+  int64_t size, n_groups;
+  struct kcpu_coll_group **g;
+} kdist_axis_groups;
+typedef struct kdist_spmd_run {
+  kir_mesh m;
+  int64_t n;
+  double timeout_s; /* the context's collective_timeout_s */
+  int n_sets;
+  kdist_axis_groups *sets;
+  _Atomic bool abandoned; /* a device of the last call was left behind */
+} kdist_spmd_run;
+/* The groups every collective of body needs (r->m, n and timeout_s set). */
+kiln_status kdist_groups_build(kdist_spmd_run *r, const kir_program *body);
+kdist_axis_groups *kdist_groups_find(kdist_spmd_run *r, int na, const int *ax);
+/* The group along s of the device at coord, and its rank in it. */
+struct kcpu_coll_group *kdist_group_of(const kdist_spmd_run *r, const kdist_axis_groups *s,
+                                       const int64_t *coord, int *rank);
+void kdist_groups_free(kdist_spmd_run *r);
+
+/* A CPU shard_map call's frame (spmd_frame.c): what a call over a mesh
+ * needs besides its values: the groups, each device's run and buffers, and
+ * memory of their own for the shards that are not views of the global
+ * buffers. A cached body keeps its frame between calls (nothing allocated,
+ * no thread created per step). */
+typedef struct kdist_device_run kdist_device_run;
+/* What a device's evaluators see as env->user: the call it takes part in
+ * (a cached executable keeps its env, so the slot outlives the call). */
+typedef struct kdist_device_slot {
+  kdist_device_run *cur;
+} kdist_device_slot;
+struct kdist_device_run {
+  kdist_spmd_run *run;
+  int64_t d;
+  int64_t coord[KIR_MESH_MAX_AXES];
+  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
+  kdist_device_slot own; /* the slot when no cached executable runs the body */
+  const kir_program *body;
+  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
+  const kdev_exec_ops *ops;
+  kir_buffer *in, *out;
+  kiln_status st;
+  bool timed_out; /* a collective of this device timed out */
+  _Atomic bool in_rendezvous;
+  char msg[1024];
+};
+struct kdist_spmd_state;
+typedef struct kdist_frame {
+  kdist_spmd_run run;
+  struct kdist_spmd_state *state; /* what an abandoned device holds a reference to */
+  bool fenced;    /* every buffer is the frame's own (the reference evaluators) */
+  bool *left;     /* per device: abandoned by the last call */
+  char why[1024]; /* then: why */
+  /* The program's host callbacks as the call began: a late device reads
+   * these, not the program's table (freed with the program). */
+  ktr_host_table hosts;
+  size_t nio; /* the body's invars then outvars */
+  kir_spec *specs;
+  kdist_device_run *devs;
+  kir_buffer *bufs; /* per device, nio */
+  void **own;       /* per buffer: its own memory, made on first need */
+} kdist_frame;
+/* A frame for shard_map p (its groups wait timeout_s). */
+kiln_status kdist_frame_new(const kir_p_shard_map *p, struct kdist_spmd_state *state,
+                            double timeout_s, bool fenced, kdist_frame **out);
+void kdist_frame_free(kdist_frame *f); /* NULL is allowed */
+/* Points device d's buffer k at its shard of the global value g where that
+ * is one run of g's memory (a result only where d writes it back and no
+ * operand shares the memory; never when fenced), else at the buffer's own
+ * memory (an operand copied in). */
+kiln_status kdist_frame_bind(kdist_frame *f, int64_t d, size_t k, const kir_buffer *g,
+                             const kir_buffer *in, int n_in);
+/* A fenced call over the shards themselves (local, as
+ * kdist_spmd_run_local's): every buffer the frame's own, the operands
+ * copied in (out = false) or the results out. */
+kiln_status kdist_frame_fence(kdist_frame *f, int n_in, void *const *local, bool out);
+/* Copies the program's host-callback table h (NULL: none) into f->hosts. */
+kiln_status kdist_frame_hosts(kdist_frame *f, const ktr_host_table *h);
+/* The call's error: the first device that failed on its own (not because
+ * another did), else the first collective's; with a device left behind
+ * (stuck >= 0), which ones (and f->why: the reason). KILN_OK: none. */
+kiln_status kdist_frame_error(kdist_frame *f, const kir_eqn *e, int64_t stuck);
+
 /* Persistent worker threads of the CPU shard_map runner (spmd_workers.c). */
 typedef struct kdist_workers kdist_workers;
 typedef void (*kdist_work_fn)(void *arg, int i);
-/* n threads besides the caller's. */
+typedef struct kdist_call {
+  kdist_work_fn fn; /* fn(arg, i) for each device i, each on a thread */
+  /* Once device i has finished: how many seconds the others still get
+   * (i = -1: the longest a device waiting in a rendezvous takes). */
+  double (*grace)(void *arg, int i);
+  /* Whether device i waits in a rendezvous (it comes back by itself, so it
+   * is not abandoned: the others get that long again). */
+  bool (*waiting)(void *arg, int i);
+  /* Called by the thread of an abandoned device once fn returns (late):
+   * it releases what the thread held. NULL: nothing to do. */
+  kdist_work_fn left;
+  void *arg;
+} kdist_call;
+/* n threads, one per device index. */
 kiln_status kdist_workers_new(int n, kdist_workers **out);
-void kdist_workers_free(kdist_workers *w); /* NULL is allowed */
-/* fn(arg, i) for i in 0..n-1 concurrently, 0 on the calling thread; returns
- * when all have returned. With w NULL, busy or too small, threads of the
- * call's own; an index whose thread cannot start goes to skip instead (and
- * the call fails). */
-kiln_status kdist_workers_run(kdist_workers *w, int n, kdist_work_fn fn, kdist_work_fn skip,
-                              void *arg);
+/* Joins the idle threads; abandoned ones are detached, not waited for.
+ * NULL is allowed. */
+void kdist_workers_free(kdist_workers *w);
+/* Runs c for devices 0..n-1 on w's threads (on threads of its own where w is
+ * NULL, busy or too small) while the caller waits. Once a device finishes,
+ * the others have c->grace seconds; those that have not finished by then
+ * (while none waits in a rendezvous) are abandoned (left[i] set): their
+ * threads are detached, and whenever they return they call c->left and
+ * exit. KILN_OK once every device
+ * finished or was abandoned; an error (nothing ran) where threads cannot
+ * start or w left a device behind in an earlier call. */
+kiln_status kdist_workers_run(kdist_workers *w, int n, const kdist_call *c, bool *left);
+/* The first device an earlier call of w abandoned; -1: none. */
+int kdist_workers_stuck(kdist_workers *w);
 
 /* A body split for lockstep execution: the equations between two
  * collectives as one program compiled for every device, and each

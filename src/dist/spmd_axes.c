@@ -1,8 +1,6 @@
-/* What the SPMD runners read off a collective: the mesh axes it spans and
- * how long its members wait for each other. */
-#include <stdlib.h>
-#include <string.h>
-#include "backend/cpu/cpu_backend.h"
+/* What the SPMD runners read off a collective: the mesh axes it spans. (How
+ * long its members wait for each other is the context's
+ * kiln_options.collective_timeout_s.) */
 #include "dist/dist.h"
 
 kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax) {
@@ -13,11 +11,4 @@ kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *a
       ax[k] = ax[k - 1], ax[k - 1] = t;
     }
   return st;
-}
-
-double kdist_collective_timeout(void) {
-  const char *v = getenv("KILN_COLLECTIVE_TIMEOUT");
-  char *end;
-  double x = v && *v ? strtod(v, &end) : 0;
-  return v && *v && !*end && x > 0 ? x : KCPU_COLL_DEFAULT_TIMEOUT_S;
 }

@@ -83,7 +83,9 @@ static kiln_status mesh_get(kdist_lockstep *ls, const char *text, int64_t n, col
     ls->meshes = m;
   }
   *out = m;
-  return m->mesh ? KILN_OK : ls->ctx->be.coll->mesh_new(&ls->ctx->be, (int)n, &m->mesh);
+  return m->mesh ? KILN_OK
+                 : ls->ctx->be.coll->mesh_new(&ls->ctx->be, (int)n,
+                                              ls->ctx->config.opts.collective_timeout_s, &m->mesh);
 }
 
 /* The body's plan, built on first use; called holding mu. */

@@ -1,19 +1,28 @@
 /* Running a shard_map on the CPU virtual devices: one thread per device of
  * the mesh (the context's persistent workers, spmd_workers.c; the caller
- * is device 0), each running the body on its own shards (views of the
- * global buffers where a shard is one run of them) through its own
- * executable (the body compiled once per device and cached by its text; the
- * kernel cache shares the kernels), the collectives being OPAQUE steps that
- * exchange real data through the CPU rendezvous (kcpu_coll_*: rank-ordered
- * reductions, a timeout, failure spread to every member). Bodies with
- * effects run on the reference evaluators, still one thread per device. A
+ * waits), each running the body on its own shards (views of the global
+ * buffers where a shard is one run of them) through its own executable
+ * (compiled once per device and cached by the body's text; the kernel cache
+ * shares the kernels), the collectives being OPAQUE steps that exchange
+ * real data through the CPU rendezvous (kcpu_coll_*, spmd_groups.c). A
  * device that fails reports it to every group it belongs to, so no member
  * waits for it; the call returns the first device's own error. A member
- * that does not arrive within KILN_COLLECTIVE_TIMEOUT seconds (300 unless
- * set) fails the collective the same way. On a backend with collectives of
- * its own (CUDA: NCCL) every shard_map runs in lockstep instead
- * (spmd_lockstep.c). */
+ * that does not arrive within the context's collective_timeout_s fails the
+ * collective alike, and a device not finished that long after another (the
+ * end of the body as an implicit barrier; a second or less after a
+ * collective timed out) is abandoned: it is stuck in foreign code (a host
+ * callback, a kernel, BLAS) that kiln cannot interrupt. Its thread is
+ * detached and keeps a reference to this runner's state, so the frame,
+ * groups and executables it may touch outlive it; the context's
+ * multi-device calls fail from then on, naming the device. Bodies with
+ * effects (host callbacks) run on the reference evaluators, fenced: on
+ * memory of the frame's own that the caller copies in and out, so a late
+ * device touches nothing of the caller's, and a host callback coming back
+ * late stops its device at once. (A late kernel of a compiled body still
+ * writes where it was told: the shards.) On a backend with collectives of
+ * its own (CUDA: NCCL) every shard_map runs in lockstep (spmd_lockstep.c). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,150 +30,48 @@
 #include "dist/dist.h"
 #include "runtime/runtime.h"
 
-/* The groups of one axis set: n_groups groups of `size` members. */
-typedef struct axis_groups {
-  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
-  int na, ax[KIR_MESH_MAX_AXES];
-  int64_t size, n_groups;
-  kcpu_coll_group **g;
-} axis_groups;
+typedef kdist_spmd_run spmd_run;
+typedef kdist_frame spmd_frame;
+typedef kdist_device_run device_run;
+typedef kdist_device_slot device_slot;
+typedef struct kdist_spmd_state spmd_state;
 
-typedef struct spmd_run {
-  kir_mesh m;
-  int64_t n;
-  int n_sets;
-  axis_groups *sets;
-} spmd_run;
-
-typedef struct device_run device_run;
-
-/* What a call over a mesh needs besides its values: the groups, each
- * device's run and buffers, and memory of their own for the shards that are
- * not views of the global buffers. A cached body keeps its frame between
- * calls (nothing allocated, no thread created per step); bodies on the
- * reference evaluators build one per call. */
-typedef struct spmd_frame {
-  spmd_run run;
-  size_t nio; /* the body's invars then outvars */
-  kir_spec *specs;
-  device_run *devs;
-  kir_buffer *bufs; /* per device, nio */
-  void **own;       /* per buffer: its own memory, made on first need */
-} spmd_frame;
-
-/* What a device's evaluators see as env->user: the call it takes part in
- * (a cached executable keeps its env, so the slot outlives the call). */
-typedef struct device_slot {
-  device_run *cur;
-} device_slot;
-
-struct device_run {
-  spmd_run *run;
-  int64_t d;
-  int64_t coord[KIR_MESH_MAX_AXES];
-  kir_eval_env env; /* the caller's, with the device evaluators and a slot as user */
-  device_slot own;  /* the slot when no cached executable runs the body */
-  const kir_program *body;
-  kdev_exec *x; /* the body compiled for this device; NULL: the reference evaluators */
-  const kdev_exec_ops *ops;
-  kir_buffer *in, *out;
-  kiln_status st;
-  char msg[1024];
-};
-
-/* A body compiled once per device (the kernel cache shares the kernels),
- * found again by its text and donated invars; the executables' envs point
- * at `slots`. */
+/* A body's own copy, compiled once per device where it can be, found again
+ * by its text and donated invars; the executables' envs point at `slots`. */
 typedef struct body_entry {
   char *text;
   bool *donated; /* per body invar */
   kir_program *prog; /* the shard_map alone, parsed back from text: owns the body */
   int64_t n;
-  kdev_exec **x;
+  kdev_exec **x; /* all NULL: the reference evaluators run it */
   device_slot *slots;
   pthread_mutex_t run_mu; /* one call at a time per entry: it owns the slots and frame */
   spmd_frame *frame;      /* NULL: built by the next call (after a failure, say) */
   struct body_entry *next;
 } body_entry;
 
-typedef struct spmd_state {
+struct kdist_spmd_state {
   kir_eval_table table; /* the reference evaluators with shard_map on threads; ctx = this */
-  kiln_ctx *ctx;
-  pthread_mutex_t mu; /* guards entries */
+  kiln_ctx *ctx;        /* NULL once the context is freed (abandoned devices still run) */
+  const kdev_exec_ops *exec; /* frees the entries' executables, with or without ctx */
+  /* The context's and, during a call, one per device of it; an abandoned
+   * device keeps its own until it comes back. The last one frees. */
+  _Atomic int64_t refs;
+  pthread_mutex_t mu; /* guards entries and stuck */
   body_entry *entries;
   kdist_lockstep *lockstep; /* a backend with collectives of its own: runs every shard_map */
   kdist_workers *workers;   /* made by the first call; guarded by mu until then */
-} spmd_state;
-
-/* ---- groups ---- */
-
-static axis_groups *find_set(spmd_run *r, int na, const int *ax) {
-  for (int i = 0; i < r->n_sets; i++)
-    if (r->sets[i].na == na && !memcmp(r->sets[i].ax, ax, (size_t)na * sizeof *ax)) return &r->sets[i];
-  return NULL;
-}
-
-static kiln_status add_set(spmd_run *r, int na, const int *ax) {
-  if (find_set(r, na, ax)) return KILN_OK;
-  axis_groups *grown = realloc(r->sets, (size_t)(r->n_sets + 1) * sizeof *grown);
-  if (!grown) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  r->sets = grown;
-  axis_groups *s = &r->sets[r->n_sets];
-  memset(s, 0, sizeof *s);
-  s->na = na, s->size = 1;
-  memcpy(s->ax, ax, (size_t)na * sizeof *ax);
-  for (int k = 0; k < na; k++) {
-    s->size *= r->m.size[ax[k]];
-    size_t len = strlen(s->axes);
-    snprintf(s->axes + len, sizeof s->axes - len, "%s%s", k ? "," : "", r->m.name[ax[k]]);
-  }
-  s->n_groups = r->n / s->size;
-  if (!(s->g = calloc((size_t)s->n_groups, sizeof *s->g)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  r->n_sets++;
-  for (int64_t i = 0; i < s->n_groups; i++) {
-    kiln_status st = kcpu_coll_group_new((int)s->size, s->axes, kdist_collective_timeout(), &s->g[i]);
-    if (st) return st;
-  }
-  return KILN_OK;
-}
-
-typedef struct scan_state {
-  spmd_run *r;
-  kiln_status st;
-} scan_state;
-
-static void scan_program(kir_program *p, void *user) {
-  scan_state *s = user;
-  for (int i = 0; i < p->n_eqns && !s->st; i++) {
-    const kir_eqn *e = &p->eqns[i];
-    int na, ax[KIR_MESH_MAX_AXES];
-    if (kir_collective_axes(e, NULL) && e->prim != KIR_PRIM_AXIS_INDEX) {
-      s->st = kdist_coll_axes(&s->r->m, e, &na, ax);
-      if (!s->st) s->st = add_set(s->r, na, ax);
-    }
-    kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, scan_program, user);
-  }
-}
-
-/* Device d's group along a set and its rank in it. */
-static kcpu_coll_group *group_of(const device_run *dr, const axis_groups *s, int *rank) {
-  int64_t gi = 0, r = 0;
-  bool in_set[KIR_MESH_MAX_AXES] = {false};
-  for (int k = 0; k < s->na; k++) in_set[s->ax[k]] = true, r = r * dr->run->m.size[s->ax[k]] + dr->coord[s->ax[k]];
-  for (int a = 0; a < dr->run->m.ndim; a++)
-    if (!in_set[a]) gi = gi * dr->run->m.size[a] + dr->coord[a];
-  *rank = (int)r;
-  return s->g[gi];
-}
+  int64_t stuck;            /* the device an earlier call abandoned; -1: none */
+  char stuck_why[1024];
+};
 
 /* ---- the collectives of one device ---- */
 
-static kiln_status device_collective(const device_run *dr, const kir_eqn *e, const kir_buffer *in,
+static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir_buffer *in,
                                      kir_buffer *out) {
   int na, ax[KIR_MESH_MAX_AXES], rank;
   kiln_status st = kdist_coll_axes(&dr->run->m, e, &na, ax);
-  axis_groups *set = st ? NULL : find_set(dr->run, na, ax);
+  kdist_axis_groups *set = st ? NULL : kdist_groups_find(dr->run, na, ax);
   if (e->prim == KIR_PRIM_AXIS_INDEX) {
     int64_t r = 0;
     for (int k = 0; !st && k < na; k++) r = r * dr->run->m.size[ax[k]] + dr->coord[ax[k]];
@@ -174,8 +81,12 @@ static kiln_status device_collective(const device_run *dr, const kir_eqn *e, con
   }
   if (st) return st;
   if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
-  kcpu_coll_group *g = group_of(dr, set, &rank);
-  return kdist_cpu_collective(g, rank, set->size, e, in, out);
+  kcpu_coll_group *g = kdist_group_of(dr->run, set, dr->coord, &rank);
+  atomic_store(&dr->in_rendezvous, true);
+  st = kdist_cpu_collective(g, rank, set->size, e, in, out);
+  atomic_store(&dr->in_rendezvous, false);
+  if (st == KILN_ERR_COLLECTIVE && kcpu_coll_timed_out(g)) dr->timed_out = true;
+  return st;
 }
 
 static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
@@ -183,6 +94,19 @@ static kiln_status eval_device_collective(const kir_eqn *e, const kir_buffer *in
   const kir_eval_env *env = ctx;
   const device_slot *slot = env->user;
   return device_collective(slot->cur, e, in, out);
+}
+
+/* A host callback that comes back after its call gave up on the device
+ * stops the device there (its frame's memory is all it could write). */
+static kiln_status eval_device_host_callback(const kir_eqn *e, const kir_buffer *in,
+                                             kir_buffer *out, void *ctx) {
+  const kir_eval_env *env = ctx;
+  const device_slot *slot = env->user;
+  bool late = atomic_load(&slot->cur->run->abandoned); /* reached it after: do not enter */
+  kiln_status st = late ? KILN_OK : kir_reference_evals()->fn[KIR_PRIM_HOST_CALLBACK](e, in, out, ctx);
+  if (!st && (late || atomic_load(&slot->cur->run->abandoned)))
+    st = kcore_fail(KILN_ERR_COLLECTIVE, "host_callback: reached after the call was abandoned");
+  return st;
 }
 
 /* ---- one thread per device ---- */
@@ -197,13 +121,14 @@ static void device_table_build(void) {
       device_table.fn[p] = eval_device_collective;
   /* A shard_map nested in a body runs in lockstep inside its device. */
   device_table.fn[KIR_PRIM_SHARD_MAP] = kir_reference_evals()->fn[KIR_PRIM_SHARD_MAP];
+  device_table.fn[KIR_PRIM_HOST_CALLBACK] = eval_device_host_callback;
 }
 
 /* Tells every group the device is part of that it will not arrive. */
 static void device_abandon(device_run *dr, const char *why) {
   for (int i = 0; i < dr->run->n_sets; i++) {
     int rank;
-    kcpu_coll_group *g = group_of(dr, &dr->run->sets[i], &rank);
+    kcpu_coll_group *g = kdist_group_of(dr->run, &dr->run->sets[i], dr->coord, &rank);
     kcpu_coll_fail(g, rank, "shard_map", why);
   }
 }
@@ -213,33 +138,50 @@ static void device_main(void *arg, int i) {
   dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out)
                  : kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
   if (dr->st) {
-    snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
+    /* A collective's failure names its devices itself. */
+    if (dr->st == KILN_ERR_COLLECTIVE) snprintf(dr->msg, sizeof dr->msg, "%s", kiln_last_error());
+    else snprintf(dr->msg, sizeof dr->msg, "device %lld: %s", (long long)dr->d, kiln_last_error());
     device_abandon(dr, dr->msg);
   }
 }
 
-static void device_skip(void *arg, int i) {
-  device_run *dr = &((spmd_frame *)arg)->devs[i];
-  dr->st = KILN_ERR_INTERNAL;
-  snprintf(dr->msg, sizeof dr->msg, "device %lld: its thread did not start", (long long)dr->d);
-  device_abandon(dr, dr->msg);
+/* The others' time once device i finished: the timeout, as an implicit
+ * barrier at the end of the body; after a collective timed out, the devices
+ * it did not name are back at once, and the late ones had their time. */
+static double device_grace(void *arg, int i) {
+  const spmd_frame *f = arg;
+  double t = f->run.timeout_s;
+  return i >= 0 && f->devs[i].timed_out && t > 1 ? 1 : t;
+}
+
+static bool device_waiting(void *arg, int i) {
+  return atomic_load(&((spmd_frame *)arg)->devs[i].in_rendezvous);
+}
+
+static void state_unref(spmd_state *s);
+
+/* An abandoned device's thread, back: drops the reference that kept the
+ * frame (and so its groups and executables) alive. */
+static void device_left(void *arg, int i) {
+  (void)i;
+  state_unref(((spmd_frame *)arg)->state);
 }
 
 /* ---- the per-device executables, cached by body text ---- */
 
-static void frame_free(spmd_frame *f);
-
-static void entry_free(const kiln_ctx *ctx, body_entry *b) {
-  frame_free(b->frame);
+static void entry_free(const kdev_exec_ops *ops, body_entry *b) {
+  kdist_frame_free(b->frame);
   for (int64_t d = 0; b->x && d < b->n; d++)
-    if (b->x[d]) ctx->be.exec->free(b->x[d]);
+    if (b->x[d]) ops->free(b->x[d]);
   kir_program_free(b->prog);
   pthread_mutex_destroy(&b->run_mu);
   free(b->x), free(b->slots), free(b->text), free(b->donated), free(b);
 }
 
+/* compile: build the per-device executables (else the body runs on the
+ * reference evaluators, from the entry's own copy). */
 static kiln_status entry_build(spmd_state *s, const char *text, int n_in, const bool *donated,
-                               int64_t n, body_entry **out) {
+                               int64_t n, bool compile, body_entry **out) {
   kiln_ctx *ctx = s->ctx;
   body_entry *b = calloc(1, sizeof *b);
   kcache *cache = NULL;
@@ -258,7 +200,7 @@ static kiln_status entry_build(spmd_state *s, const char *text, int n_in, const 
   if (!st) st = kir_parse(text, &b->prog);
   if (!st) st = krt_ctx_kcache(ctx, &cache);
   const kir_program *body = st ? NULL : b->prog->eqns[0].params.shard_map.jaxpr;
-  for (int64_t d = 0; !st && d < n; d++) {
+  for (int64_t d = 0; !st && compile && d < n; d++) {
     kir_eval_env env;
     kir_eval_env_init(&env, &device_table);
     env.user = &b->slots[d];
@@ -267,24 +209,25 @@ static kiln_status entry_build(spmd_state *s, const char *text, int n_in, const 
     st = ctx->be.exec->build(&ctx->be.devices[d], &build, &b->x[d]);
   }
   if (st) {
-    if (b) entry_free(ctx, b);
+    if (b) entry_free(s->exec, b);
     return kcore_fail_wrap(st, "compiling a shard_map body");
   }
   *out = b;
   return KILN_OK;
 }
 
-/* The body's cached executables for these donated invars (NULL: none)
- * (NULL: run it on the reference evaluators: it has effects, or the
- * backend builds none). */
+/* The body's cache entry for these donated invars (NULL: none): its own
+ * copy of the body, its frame, and its executables (x[0] NULL: it runs on
+ * the reference evaluators: it has effects, or the backend builds none).
+ * NULL without a state. */
 static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *in,
                              const kir_buffer *out, const bool *donated, int64_t n,
                              body_entry **found) {
   const kir_program *body = e->params.shard_map.jaxpr;
   size_t mask = (size_t)body->n_invars * sizeof *donated;
   *found = NULL;
-  if (!s || !s->ctx->be.exec || kir_program_has_effect(body) || n > s->ctx->be.num_devices)
-    return KILN_OK;
+  if (!s) return KILN_OK;
+  bool compile = s->ctx->be.exec && !kir_program_has_effect(body) && n <= s->ctx->be.num_devices;
   kiln_status st = KILN_OK;
   char *text = kdist_shard_map_text(e, in, out);
   if (!text) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
@@ -293,132 +236,79 @@ static kiln_status entry_get(spmd_state *s, const kir_eqn *e, const kir_buffer *
   while (b && (b->n != n || strcmp(b->text, text) ||
                (donated ? memcmp(b->donated, donated, mask) : !!memchr(b->donated, true, mask))))
     b = b->next;
-  if (!b && !(st = entry_build(s, text, body->n_invars, donated, n, &b))) {
+  if (!b && !(st = entry_build(s, text, body->n_invars, donated, n, compile, &b))) {
     b->next = s->entries;
     s->entries = b;
   }
   pthread_mutex_unlock(&s->mu);
   free(text);
-  if (!st && b->x[0]) *found = b;
+  if (!st) *found = b;
   return st;
 }
 
-static void state_free(void *p) {
-  spmd_state *s = p;
+static void state_unref(spmd_state *s) {
+  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
   while (s->entries) {
     body_entry *next = s->entries->next;
-    entry_free(s->ctx, s->entries);
+    entry_free(s->exec, s->entries);
     s->entries = next;
   }
-  kdist_lockstep_free(s->lockstep);
-  kdist_workers_free(s->workers);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
-static void run_free(spmd_run *r) {
-  for (int i = 0; i < r->n_sets; i++) {
-    for (int64_t k = 0; r->sets[i].g && k < r->sets[i].n_groups; k++)
-      kcpu_coll_group_free(r->sets[i].g[k]);
-    free(r->sets[i].g);
-  }
-  free(r->sets);
-}
-
-/* ---- frames ---- */
-
-static void frame_free(spmd_frame *f) {
-  if (!f) return;
-  for (size_t k = 0; f->own && k < (size_t)f->run.n * f->nio; k++) free(f->own[k]);
-  run_free(&f->run);
-  free(f->specs), free(f->devs), free(f->bufs), free(f->own), free(f);
-}
-
-static kiln_status frame_new(const kir_p_shard_map *p, spmd_frame **out) {
-  const kir_program *body = p->jaxpr;
-  spmd_frame *f = calloc(1, sizeof *f);
-  if (!f) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &f->run.m);
-  f->run.n = f->run.m.n_devices;
-  f->nio = (size_t)(body->n_invars + body->n_outvars);
-  size_t cells = (size_t)f->run.n * f->nio + 1;
-  if (!st && (!(f->specs = calloc(f->nio + 1, sizeof *f->specs)) ||
-              !(f->devs = calloc((size_t)f->run.n, sizeof *f->devs)) ||
-              !(f->bufs = calloc(cells, sizeof *f->bufs)) || !(f->own = calloc(cells, sizeof *f->own))))
-    st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  if (!st) st = kir_specs_parse("shard_map", p->in_specs, &f->run.m, body->n_invars, f->specs);
-  if (!st) st = kir_specs_parse("shard_map", p->out_specs, &f->run.m, body->n_outvars, f->specs + body->n_invars);
-  scan_state scan = {&f->run, KILN_OK};
-  if (!st) scan_program((kir_program *)body, &scan);
-  if (!st) st = scan.st;
-  for (int64_t d = 0; !st && d < f->run.n; d++) {
-    device_run *dr = &f->devs[d];
-    dr->run = &f->run, dr->d = d, dr->body = body;
-    dr->in = f->bufs + (size_t)d * f->nio, dr->out = dr->in + body->n_invars;
-    kir_mesh_coords(&f->run.m, d, dr->coord);
-    for (size_t k = 0; k < f->nio; k++) {
-      kir_vid v = k < (size_t)body->n_invars ? body->invars[k] : body->outvars[k - body->n_invars];
-      kir_buffer *b = &dr->in[k];
-      b->aval = *kir_var_aval(body, v);
-      b->nbytes = (size_t)kir_aval_size(&b->aval) * kiln_dtype_size(b->aval.dtype);
-    }
-  }
-  if (st) frame_free(f);
-  *out = st ? NULL : f;
-  return st;
-}
-
-static bool overlaps(const kir_buffer *a, const kir_buffer *b) {
-  const char *pa = a->data, *pb = b->data;
-  return pa && pb && pa < pb + b->nbytes && pb < pa + a->nbytes;
-}
-
-/* Points device d's buffer k at its shard of the global value g where that
- * is one run of g's memory (a result only where d writes it back and no
- * operand shares the memory), else at the buffer's own memory. */
-static kiln_status frame_bind(spmd_frame *f, int64_t d, size_t k, const kir_buffer *g,
-                              const kir_buffer *in, int n_in) {
-  device_run *dr = &f->devs[d];
-  kir_buffer *b = &dr->in[k];
-  const kir_spec *spec = &f->specs[k];
-  bool result = k >= (size_t)n_in, view = !result || kir_shard_writes_back(&f->run.m, dr->coord, spec);
-  for (int i = 0; view && result && i < n_in; i++) view = !overlaps(g, &in[i]);
-  if (view && kdist_shard_view(&f->run.m, dr->coord, spec, g, &b->aval, &b->data)) return KILN_OK;
-  void **own = &f->own[(size_t)d * f->nio + k];
-  if (!*own && !(*own = malloc(b->nbytes + 1)))
-    return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  b->data = *own;
-  if (!result) kir_shard_copy(&f->run.m, dr->coord, spec, g, b, false);
-  return KILN_OK;
+/* The context's free: joins the idle workers. Devices an earlier call
+ * abandoned are not waited for (one may never come back, and the process
+ * must still exit): their threads are detached, and the last one back frees
+ * the state (nothing of the context's is needed for that). */
+static void state_free(void *p) {
+  spmd_state *s = p;
+  kdist_lockstep_free(s->lockstep);
+  kdist_workers_free(s->workers);
+  int64_t out = atomic_load(&s->refs) - 1; /* no call runs: the abandoned devices' */
+  if (out > 0)
+    kcore_log(s->ctx->config.opts.log_level, KILN_LOG_WARN, "kiln_ctx_free: %lld device(s) of "
+              "an abandoned shard_map (the first: device %lld) are still stuck; their threads "
+              "are left running, detached", (long long)out, (long long)s->stuck);
+  s->ctx = NULL;
+  state_unref(s);
 }
 
 /* Runs the frame's call; in and out are the global values, or NULL where
- * every device's buffers are bound already. */
-static kiln_status frame_run(spmd_frame *f, const spmd_state *state, const kir_eval_env *env,
+ * every device's buffers are bound already. *stuck: the first device left
+ * behind (-1: none). */
+static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_env *env,
                              const kir_eqn *e, body_entry *entry, const kir_buffer *in,
-                             kir_buffer *out) {
+                             kir_buffer *out, int64_t *stuck) {
   const kir_program *body = e->params.shard_map.jaxpr;
   int n_in = body->n_invars;
   kiln_status st = KILN_OK;
+  *stuck = -1;
+  bool hosts = env->host_call == krt_host_call;
+  if (hosts && (st = kdist_frame_hosts(f, env->host_user))) return st;
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     device_run *dr = &f->devs[d];
-    dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->msg[0] = 0;
+    dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->timed_out = false, dr->msg[0] = 0;
     dr->env.table = &device_table, dr->env.user = &dr->own;
+    if (hosts) dr->env.host_user = &f->hosts;
     if (entry) {
       dr->x = entry->x[d], dr->ops = state->ctx->be.exec;
       entry->slots[d].cur = dr;
     }
     for (size_t k = 0; !st && in && k < f->nio; k++)
-      st = frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
+      st = kdist_frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
   }
-  if (!st) st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, device_main,
-                                  device_skip, f);
-  /* The first device that failed on its own (not because another did). */
-  for (int pass = 0; !st && pass < 2; pass++)
-    for (int64_t d = 0; !st && d < f->run.n; d++)
-      if (f->devs[d].st && (pass || f->devs[d].st != KILN_ERR_COLLECTIVE))
-        st = kcore_fail(f->devs[d].st, "shard_map over %s: %s", e->params.shard_map.mesh,
-                        f->devs[d].msg);
+  if (st) return st;
+  kdist_call call = {device_main, device_grace, device_waiting, state ? device_left : NULL, f};
+  /* Every device holds a reference for the call; the abandoned keep theirs. */
+  if (state) atomic_fetch_add(&state->refs, f->run.n);
+  st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, &call, f->left);
+  int64_t n_left = 0;
+  for (int64_t d = 0; !st && d < f->run.n; d++)
+    if (f->left[d] && n_left++ == 0) *stuck = d;
+  if (n_left) atomic_store(&f->run.abandoned, true);
+  if (state) atomic_fetch_sub(&state->refs, f->run.n - n_left);
+  if (!st) st = kdist_frame_error(f, e, *stuck);
   for (int k = 0; !st && in && k < body->n_outvars; k++)
     for (int64_t d = 0; d < f->run.n; d++) {
       const kir_spec *spec = &f->specs[n_in + k];
@@ -433,35 +323,72 @@ static kiln_status workers_get(spmd_state *s) {
   kiln_status st = KILN_OK;
   pthread_mutex_lock(&s->mu);
   if (!s->workers && s->ctx->be.num_devices > 1)
-    st = kdist_workers_new(s->ctx->be.num_devices - 1, &s->workers);
+    st = kdist_workers_new(s->ctx->be.num_devices, &s->workers);
   pthread_mutex_unlock(&s->mu);
   return st;
 }
 
+/* KILN_ERR_COLLECTIVE once a call of the context left a device behind. */
+static kiln_status state_check(spmd_state *s) {
+  if (!s) return KILN_OK;
+  pthread_mutex_lock(&s->mu);
+  int64_t stuck = s->stuck;
+  char why[sizeof s->stuck_why];
+  memcpy(why, s->stuck_why, sizeof why);
+  pthread_mutex_unlock(&s->mu);
+  if (stuck < 0) return KILN_OK;
+  return kcore_fail(KILN_ERR_COLLECTIVE, "shard_map: an earlier call on this context was "
+                    "abandoned because device %lld was stuck (%s); its multi-device calls fail "
+                    "from now on (single-device work still runs; a new context starts afresh)",
+                    (long long)stuck, why);
+}
+
 /* Binds each device's buffers (from the global in/out, or from the shards
- * themselves: local) and runs the call on the entry's frame, or on one of
- * its own for bodies on the reference evaluators. */
+ * themselves: local) and runs the call on the entry's frame (one of its own
+ * without a state). A frame whose call left a device behind stays with its
+ * entry (the device may still use it); the state frees it. */
 static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const kir_eqn *e,
                             const kir_buffer *in, kir_buffer *out, const bool *donated,
                             void *const *local) {
-  const kir_p_shard_map *p = &e->params.shard_map;
   kir_mesh m;
-  kiln_status st = kir_mesh_parse("shard_map", p->mesh, &m);
+  kiln_status st = kir_mesh_parse("shard_map", e->params.shard_map.mesh, &m);
   pthread_once(&device_once, device_table_build);
   body_entry *entry = NULL;
   spmd_frame *f = NULL;
+  if (!st) st = state_check(state);
   if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
   if (!st && state) st = workers_get(state);
   if (st) return st;
+  /* The entry's copy of the equation: a late device may outlive the caller's. */
+  const kir_eqn *own = entry ? &entry->prog->eqns[0] : e;
+  bool fenced = !entry || !entry->x[0];
   if (entry) pthread_mutex_lock(&entry->run_mu);
-  if (entry && entry->frame) f = entry->frame;
-  else st = frame_new(p, &f);
+  if (entry) st = state_check(state);
+  if (!st && entry && entry->frame) f = entry->frame;
+  else if (!st) st = kdist_frame_new(&own->params.shard_map, state,
+                                      state ? state->ctx->config.opts.collective_timeout_s
+                                            : KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S,
+                                      fenced, &f);
   if (entry && !st) entry->frame = f;
-  for (size_t i = 0; !st && local && i < (size_t)m.n_devices * f->nio; i++)
+  int n_in = own->params.shard_map.jaxpr->n_invars;
+  for (size_t i = 0; !st && local && !fenced && i < (size_t)m.n_devices * f->nio; i++)
     f->bufs[i].data = local[i];
-  if (!st) st = frame_run(f, state, env, e, entry, local ? NULL : in, local ? NULL : out);
-  if (entry && st) entry->frame = NULL; /* its groups may be broken: build them again */
-  if (!entry || st) frame_free(f);
+  if (!st && local && fenced) st = kdist_frame_fence(f, n_in, local, false);
+  int64_t stuck = -1;
+  if (!st) st = frame_run(f, state, env, own, entry, local ? NULL : in, local ? NULL : out, &stuck);
+  if (!st && local && fenced) kdist_frame_fence(f, n_in, local, true);
+  if (stuck >= 0 && state) {
+    pthread_mutex_lock(&state->mu);
+    if (state->stuck < 0) {
+      state->stuck = stuck;
+      snprintf(state->stuck_why, sizeof state->stuck_why, "%s", f->why);
+    }
+    pthread_mutex_unlock(&state->mu);
+  }
+  /* After a failure its groups may be broken: the next call builds them
+   * again. With a device left behind it stays (without a state: leaked). */
+  if (f && stuck < 0 && entry && st) entry->frame = NULL;
+  if (f && stuck < 0 && (!entry || st)) kdist_frame_free(f);
   if (entry) pthread_mutex_unlock(&entry->run_mu);
   return st;
 }
@@ -491,10 +418,11 @@ kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer 
   if (!st) st = entry_get(state, e, in, out, donated, m.n_devices, &entry);
   const kir_program *body = e->params.shard_map.jaxpr;
   for (int k = 0; k < body->n_outvars; k++) {
-    donor[k] = !st && entry ? state->ctx->be.exec->output_donor(entry->x[0], k) : -1;
+    bool compiled = !st && entry && entry->x[0];
+    donor[k] = compiled ? state->ctx->be.exec->output_donor(entry->x[0], k) : -1;
     /* The reference evaluators write outputs last (invars among them
      * first): any donated invar of the type will do. */
-    for (int j = 0; !st && !entry && donated && kdist_invar_index(body, body->outvars[k]) < 0 &&
+    for (int j = 0; !st && !compiled && donated && kdist_invar_index(body, body->outvars[k]) < 0 &&
                     donor[k] < 0 && j < body->n_invars; j++) {
       bool taken = false;
       for (int i = 0; i < k; i++) taken |= donor[i] == j;
@@ -534,7 +462,8 @@ kiln_status kdist_spmd_install(kiln_ctx *ctx) {
       s->table = *kir_reference_evals();
       s->table.fn[KIR_PRIM_SHARD_MAP] = eval_shard_map_threads;
       s->table.ctx = s;
-      s->ctx = ctx;
+      s->ctx = ctx, s->exec = ctx->be.exec, s->stuck = -1;
+      atomic_init(&s->refs, 1);
       pthread_mutex_init(&s->mu, NULL);
       ctx->spmd_state = s;
       ctx->spmd_free = state_free;

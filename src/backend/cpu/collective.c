@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "backend/cpu/cpu_backend.h"
 
@@ -31,8 +32,10 @@ struct kcpu_coll_group {
   uint64_t gen;   /* barrier generation: bumped when all have arrived */
   int arrived;
   kiln_status broken; /* once set, every call fails with broken_msg */
+  bool timed_out;     /* broken because a member did not arrive in time */
   char broken_msg[1024];
   slot *slots;
+  int64_t *ids; /* per rank: the device it is, for messages (NULL: the rank) */
 };
 
 kiln_status kcpu_coll_group_new(int n, const char *axis, double timeout_s, kcpu_coll_group **out) {
@@ -60,8 +63,46 @@ void kcpu_coll_group_free(kcpu_coll_group *g) {
   if (!g) return;
   pthread_mutex_destroy(&g->mu);
   pthread_cond_destroy(&g->cv);
-  free(g->slots);
+  free(g->slots), free(g->ids);
   free(g);
+}
+
+kiln_status kcpu_coll_group_name(kcpu_coll_group *g, const int64_t *device_of_rank) {
+  int64_t *ids = malloc((size_t)g->n * sizeof *ids);
+  if (!ids) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kcpu_coll_group_name: out of host memory");
+  memcpy(ids, device_of_rank, (size_t)g->n * sizeof *ids);
+  free(g->ids);
+  g->ids = ids;
+  return KILN_OK;
+}
+
+bool kcpu_coll_timed_out(kcpu_coll_group *g) {
+  pthread_mutex_lock(&g->mu);
+  bool t = g->timed_out;
+  pthread_mutex_unlock(&g->mu);
+  return t;
+}
+
+/* "device 3" / "participant 3" for rank r. */
+static long long who(const kcpu_coll_group *g, int r) { return g->ids ? (long long)g->ids[r] : r; }
+static const char *noun(const kcpu_coll_group *g, bool many) {
+  return g->ids ? (many ? "devices" : "device") : (many ? "participants" : "participant");
+}
+
+/* The ranks that have (arrived: true) or have not arrived at generation
+ * `gen` as a list of names, into buf; returns how many. */
+static int ranks_where(const kcpu_coll_group *g, uint64_t gen, bool arrived, char *buf, size_t cap) {
+  size_t len = 0;
+  int count = 0;
+  bool cut = false;
+  buf[0] = 0;
+  for (int r = 0; r < g->n; r++) {
+    if ((g->slots[r].arrived_gen == gen) != arrived) continue;
+    if (len < cap - 24) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", count ? ", " : "", who(g, r));
+    else if (!cut) cut = true, snprintf(buf + len, cap - len, ", ...");
+    count++;
+  }
+  return count;
 }
 
 static void describe(const slot *s, char *buf, size_t cap) {
@@ -83,7 +124,7 @@ static void group_break(kcpu_coll_group *g, const char *fmt, ...) {
 kiln_status kcpu_coll_fail(kcpu_coll_group *g, int rank, const char *op, const char *why) {
   if (!g || rank < 0 || rank >= g->n) return kcore_fail(KILN_ERR_ARGUMENT, "kcpu_coll_fail: bad rank");
   pthread_mutex_lock(&g->mu);
-  group_break(g, "%s over axis '%s': participant %d failed: %s", op, g->axis, rank, why);
+  group_break(g, "%s over axis '%s': %s %lld failed: %s", op, g->axis, noun(g, false), who(g, rank), why);
   pthread_mutex_unlock(&g->mu);
   return KILN_OK;
 }
@@ -108,14 +149,15 @@ static kiln_status barrier(kcpu_coll_group *g, int rank, const char *op) {
   while (g->gen == my && !g->broken) {
     if (pthread_cond_timedwait(&g->cv, &g->mu, &deadline) != ETIMEDOUT) continue;
     if (g->gen != my || g->broken) break;
-    char missing[512] = "", shape[96];
-    size_t len = 0;
-    for (int r = 0; r < g->n && len < sizeof missing - 16; r++)
-      if (g->slots[r].arrived_gen != my + 1)
-        len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
+    /* Named from the waiting members' side: who is late, and who waited. */
+    char late[400], waited[400], shape[96];
+    int n_late = ranks_where(g, my + 1, false, late, sizeof late);
+    int n_waited = ranks_where(g, my + 1, true, waited, sizeof waited);
     describe(&g->slots[rank], shape, sizeof shape);
-    group_break(g, "%s over axis '%s' (%s): participant(s) %s did not arrive within %g s", op, g->axis,
-                shape, missing, g->timeout_s);
+    group_break(g, "%s over axis '%s' (%s): %s %s did not arrive within %g s (%s %s waited)", op,
+                g->axis, shape, noun(g, n_late > 1), late, g->timeout_s, noun(g, n_waited > 1),
+                waited);
+    g->timed_out = true;
   }
   if (g->broken && g->gen == my) return kcore_fail(g->broken, "%s", g->broken_msg);
   return KILN_OK;

@@ -150,9 +150,13 @@ void kcpu_argv_push(kcpu_argv *a, const char *s);
  * same bits, independent of thread timing. */
 typedef struct kcpu_coll_group kcpu_coll_group;
 typedef enum kcpu_coll_reduce { KCPU_COLL_SUM, KCPU_COLL_MAX, KCPU_COLL_MIN } kcpu_coll_reduce;
-#define KCPU_COLL_DEFAULT_TIMEOUT_S 300.0
 kiln_status kcpu_coll_group_new(int n, const char *axis, double timeout_s, kcpu_coll_group **out);
 void kcpu_coll_group_free(kcpu_coll_group *g);
+/* Names each rank by the device it is in messages (copied; by default
+ * "participant <rank>"). */
+kiln_status kcpu_coll_group_name(kcpu_coll_group *g, const int64_t *device_of_rank);
+/* Whether the group broke because a member did not arrive in time. */
+bool kcpu_coll_timed_out(kcpu_coll_group *g);
 /* Reports that participant rank cannot take part in op (why: the reason). */
 kiln_status kcpu_coll_fail(kcpu_coll_group *g, int rank, const char *op, const char *why);
 /* out[i] = op over ranks of in[i] (psum/pmax/pmin); out may alias in. */

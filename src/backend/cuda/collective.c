@@ -45,13 +45,6 @@ struct kcuda_coll_mesh {
   char last[384]; /* the last queued collective, for a timeout's message */
 };
 
-static double env_seconds(const char *name, double fallback) {
-  const char *v = getenv(name);
-  char *end;
-  double x = v && *v ? strtod(v, &end) : 0;
-  return v && *v && !*end && x > 0 ? x : fallback;
-}
-
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -79,8 +72,7 @@ kiln_status kcuda_coll_mesh_new(const kcuda_nccl *nc, kiln_device *const *device
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "NCCL collectives: out of host memory");
   }
   m->nc = nc, m->n = n, m->devs = devs, m->root = root;
-  m->timeout_s = timeout_s > 0 ? timeout_s
-                               : env_seconds("KILN_COLLECTIVE_TIMEOUT", KCUDA_COLL_DEFAULT_TIMEOUT_S);
+  m->timeout_s = timeout_s > 0 ? timeout_s : KCUDA_COLL_DEFAULT_TIMEOUT_S;
   kiln_status st = KILN_OK;
   for (int i = 0; i < n && !st; i++) {
     coll_dev *c = &devs[i];

@@ -50,7 +50,7 @@ static void coll_mesh_free(void *mesh) {
   free(h);
 }
 
-static kiln_status coll_mesh_new(kdev_backend *b, int n, void **out) {
+static kiln_status coll_mesh_new(kdev_backend *b, int n, double timeout_s, void **out) {
   *out = NULL;
   if (n < 1 || n > b->num_devices)
     return kcore_fail(KILN_ERR_ARGUMENT, "NCCL collectives: a mesh of %d devices on a context of "
@@ -65,7 +65,7 @@ static kiln_status coll_mesh_new(kdev_backend *b, int n, void **out) {
   for (int i = 0; i < n; i++) h->devs[i] = &b->devices[i];
   const kcuda_nccl *nc = NULL;
   kiln_status st = nccl_open(&h->own, &nc);
-  if (!st) st = kcuda_coll_mesh_new(nc, h->devs, n, 0, &h->m);
+  if (!st) st = kcuda_coll_mesh_new(nc, h->devs, n, timeout_s, &h->m);
   if (st) {
     coll_mesh_free(h);
     return st;

@@ -76,7 +76,8 @@ typedef struct kcuda_coll_group kcuda_coll_group;
 typedef enum kcuda_coll_reduce { KCUDA_COLL_SUM, KCUDA_COLL_MAX, KCUDA_COLL_MIN } kcuda_coll_reduce;
 #define KCUDA_COLL_DEFAULT_TIMEOUT_S 300.0
 #define KCUDA_COLL_DEFAULT_BUCKET_BYTES ((size_t)32 << 20)
-/* timeout_s <= 0: KILN_COLLECTIVE_TIMEOUT, else KCUDA_COLL_DEFAULT_TIMEOUT_S. */
+/* timeout_s: how long kcuda_coll_wait waits (the context's
+ * collective_timeout_s; <= 0: KCUDA_COLL_DEFAULT_TIMEOUT_S). */
 kiln_status kcuda_coll_mesh_new(const kcuda_nccl *nc, kiln_device *const *devices, int n,
                                 double timeout_s, kcuda_coll_mesh **out);
 /* Waits for queued collectives (bounded by the timeout), then destroys the
