@@ -70,13 +70,13 @@ class SpmdCuda : public ::testing::Test {
   void SetUp() override { Open(0); }
   // A context over the CUDA devices (timeout_s 0: KILN_COLLECTIVE_TIMEOUT's).
   void Open(double timeout_s) {
-#ifdef KILN_FAKE_NCCL_LIBRARY
-    setenv("KILN_NCCL_LIBRARY", KILN_FAKE_NCCL_LIBRARY, 1);
-#endif
     kiln_options opts;
     kiln_options_init(&opts);
     opts.backend = KILN_BACKEND_CUDA;
     opts.collective_timeout_s = timeout_s;
+#ifdef KILN_FAKE_NCCL_LIBRARY
+    opts.nccl_library = KILN_FAKE_NCCL_LIBRARY;
+#endif
     kiln_status st = kiln_ctx_new(&opts, &ctx_);
     if (st == KILN_ERR_DEVICE) GTEST_SKIP() << "no usable CUDA device: " << kiln_last_error();
     ASSERT_EQ(st, KILN_OK) << kiln_last_error();
@@ -556,7 +556,7 @@ TEST_F(SpmdCuda, RefusalsNameTheirReason) {
   kiln_options opts;
   kiln_options_init(&opts);
   opts.backend = KILN_BACKEND_CUDA;
-  setenv("KILN_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  opts.nccl_library = "/nonexistent/libnccl.so.2";
   ASSERT_EQ(kiln_ctx_new(&opts, &bare), KILN_OK) << kiln_last_error();
   int64_t shape[] = {n_};
   const char *names[] = {"i"};

@@ -78,11 +78,7 @@ done:
 }
 
 static size_t bucket_limit(size_t bucket_bytes) {
-  if (bucket_bytes) return bucket_bytes;
-  const char *v = getenv("KILN_COLLECTIVE_BUCKET_BYTES");
-  char *end;
-  unsigned long long x = v && *v ? strtoull(v, &end, 10) : 0;
-  return x && !*end ? (size_t)x : KCUDA_COLL_DEFAULT_BUCKET_BYTES;
+  return bucket_bytes ? bucket_bytes : KCUDA_COLL_DEFAULT_BUCKET_BYTES;
 }
 
 kiln_status kcuda_coll_all_reduce_leaves(kcuda_coll_group *g, int nleaves,

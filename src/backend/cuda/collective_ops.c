@@ -3,7 +3,7 @@
  * collective step. A mesh handle is one kcuda_coll_mesh over the context's
  * first n devices (communicators made lazily, one per axis group, cached by
  * the axes' names) with the NCCL it uses: libnccl.so.2, or the library
- * KILN_NCCL_LIBRARY names (a path: another NCCL build, or the stand-in).
+ * options.nccl_library names (KILN_NCCL_LIBRARY: another NCCL build, or the stand-in).
  *
  * IR collectives act along any dimension, NCCL's on rank-major buffers, so
  * a collective along an inner dimension moves its operand to rank-major
@@ -16,14 +16,15 @@
 #include "backend/cuda/cuda_backend.h"
 
 typedef struct coll_handle {
-  kcuda_nccl *own; /* opened from KILN_NCCL_LIBRARY, else NULL: the process's */
+  kcuda_nccl *own; /* opened from options.nccl_library, else NULL: the process's */
+  size_t bucket_bytes; /* options.collective_bucket_bytes */
   kcuda_coll_mesh *m;
   kiln_device **devs;
   int n;
 } coll_handle;
 
-static kiln_status nccl_open(kcuda_nccl **own, const kcuda_nccl **nc) {
-  const char *path = getenv("KILN_NCCL_LIBRARY");
+static kiln_status nccl_open(const kdev_backend *b, kcuda_nccl **own, const kcuda_nccl **nc) {
+  const char *path = ((const kcuda_state *)b->state)->config->opts.nccl_library;
   kiln_status st = path && *path ? kcuda_nccl_open_library(path, own) : kcuda_nccl_get(nc);
   if (!st && *own) *nc = *own;
   if (st)
@@ -33,10 +34,9 @@ static kiln_status nccl_open(kcuda_nccl **own, const kcuda_nccl **nc) {
 }
 
 static kiln_status coll_probe(kdev_backend *b) {
-  (void)b;
   kcuda_nccl *own = NULL;
   const kcuda_nccl *nc = NULL;
-  kiln_status st = nccl_open(&own, &nc);
+  kiln_status st = nccl_open(b, &own, &nc);
   kcuda_nccl_close(own);
   return st;
 }
@@ -62,9 +62,10 @@ static kiln_status coll_mesh_new(kdev_backend *b, int n, double timeout_s, void 
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "NCCL collectives: out of host memory");
   }
   h->n = n;
+  h->bucket_bytes = (size_t)((const kcuda_state *)b->state)->config->opts.collective_bucket_bytes;
   for (int i = 0; i < n; i++) h->devs[i] = &b->devices[i];
   const kcuda_nccl *nc = NULL;
-  kiln_status st = nccl_open(&h->own, &nc);
+  kiln_status st = nccl_open(b, &h->own, &nc);
   if (!st) st = kcuda_coll_mesh_new(nc, h->devs, n, timeout_s, &h->m);
   if (st) {
     coll_mesh_free(h);
@@ -162,7 +163,7 @@ static kiln_status coll_all_reduce_many(void *mesh, const kdev_coll *c, int n_op
   if (!leaves) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
   for (int k = 0; k < n_ops; k++) leaves[k] = &bufs[(size_t)k * (size_t)h->n];
   st = kcuda_coll_all_reduce_leaves(g, n_ops, dtypes, counts, leaves,
-                                    (kcuda_coll_reduce)c->reduce, 0);
+                                    (kcuda_coll_reduce)c->reduce, h->bucket_bytes);
   free(leaves);
   return st;
 }

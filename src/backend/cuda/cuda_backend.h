@@ -276,6 +276,7 @@ typedef struct kcuda_device {
 /* The backend's state: kiln_ctx.backend_state. */
 typedef struct kcuda_state {
   kcuda_driver drv;
+  const kcore_config *config; /* the context's, which outlives the backend */
   int num_devices;
   kcuda_device *devices;
   struct kcuda_blaslt *blaslt; /* cuBLASLt, opened on first use; closed after the devices */

@@ -114,7 +114,7 @@ kiln_status kcuda_coll_ppermute(kcuda_coll_group *g, kiln_dtype dtype, int64_t c
 /* all_reduce of many leaves in place: leaves[l][i] is leaf l on device i,
  * counts[l] its elements, dtypes[l] its dtype. Leaves of one dtype are
  * packed (device-to-device copies) into buckets of at most bucket_bytes
- * (0: KILN_COLLECTIVE_BUCKET_BYTES, else 32 MiB), one NCCL call per bucket
+ * (0: 32 MiB; the context passes options.collective_bucket_bytes), one NCCL call per bucket
  * and device; a leaf larger than a bucket is reduced in place by itself. */
 kiln_status kcuda_coll_all_reduce_leaves(kcuda_coll_group *g, int nleaves,
                                          const kiln_dtype *dtypes, const int64_t *counts,

@@ -447,6 +447,7 @@ kiln_status kcuda_backend_open(const kcore_config *config, kdev_backend *b) {
   }
   if ((st = kcuda_open_devices(s, config->opts.log_level, devs, count))) goto fail;
   kcuda_enable_peers(s);
+  s->config = config;
   b->kind = KILN_BACKEND_CUDA;
   b->caps = KDEV_CAP_STREAMS | KDEV_CAP_GRAPHS;
   b->device_kind = "GPU";
