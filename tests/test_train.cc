@@ -90,9 +90,10 @@ TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
       << train_last_error();
 }
 
-// Checkpoints at steps 5, 10 and 12: a damaged newest one, or a "latest"
-// naming a file that is gone, falls back to the newest that restores; when
-// none restores the error names the directory.
+// Checkpoints at steps 5, 10 and 12: a damaged newest one, a "latest"
+// naming a file that is gone (both kiln_checkpoint_latest's fall-back), or
+// one that is intact but not this run's (the trainer's) falls back to the
+// newest that restores; when none restores the error names the directory.
 TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   train_config c = config("fallback");
   c.max_steps = 12;
@@ -103,7 +104,7 @@ TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   std::string dir = c.out_dir;
   auto path = [&dir](int step) {
     char name[64];
-    std::snprintf(name, sizeof name, "/checkpoint-%010d.safetensors", step);
+    std::snprintf(name, sizeof name, "/checkpoint_%d.safetensors", step);
     return dir + name;
   };
   // cut the newest in half, as a disk that filled up might
@@ -121,8 +122,22 @@ TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   ASSERT_EQ(std::remove(path(12).c_str()), 0);
   ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
   EXPECT_EQ(s.resumed_from, 10);
+  // one that passes the library's checks but holds another step: passed
+  // over for the newest older one, and deleted by the first save after it
+  // (its step is redone), so --keep counts this run's checkpoints only
+  {
+    std::ifstream five(path(5), std::ios::binary);
+    std::ofstream(path(12), std::ios::binary | std::ios::trunc) << five.rdbuf();
+  }
+  c.max_steps = 11;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  EXPECT_EQ(s.resumed_from, 10);
+  EXPECT_EQ(s.checkpoint_step, 11);
+  EXPECT_FALSE(std::ifstream(path(12)).good()) << "the abandoned step 12 stayed";
+  EXPECT_TRUE(std::ifstream(path(5)).good());
+  EXPECT_TRUE(std::ifstream(path(10)).good());
   // none that restores
-  for (int step : {5, 10, 12}) std::ofstream(path(step), std::ios::trunc) << "not a checkpoint";
+  for (int step : {5, 10, 11}) std::ofstream(path(step), std::ios::trunc) << "not a checkpoint";
   EXPECT_EQ(train_run(&c, &s), KILN_ERR_IO);
   EXPECT_NE(std::string(train_last_error()).find("no checkpoint in " + dir + " restores"),
             std::string::npos)

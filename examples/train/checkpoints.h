@@ -1,10 +1,8 @@
-/* The out dir's checkpoints: checkpoint-<step, 10 digits>.safetensors, the
- * newest `keep` of them kept, and "latest", a one-line file naming the
- * newest, replaced atomically (written to a temporary file, fsynced, renamed
- * over, the directory fsynced) after each save. A checkpoint is the tree
- * {"key", "opt_state", "params", "step", "time", "window"} (train_state),
- * written by kiln_checkpoint_save (itself atomic: a crash mid-save leaves the
- * older files intact). */
+/* The out dir's checkpoints, a rotating checkpoint directory of the
+ * library's (kiln_checkpoint_save_step): checkpoint_<step>.safetensors, the
+ * newest `keep` of them kept, and "latest", naming the newest, replaced
+ * atomically after each save. A checkpoint is the tree {"key", "opt_state",
+ * "params", "step", "time", "window"} (train_state). */
 #ifndef KILN_EXAMPLE_TRAIN_CHECKPOINTS_H
 #define KILN_EXAMPLE_TRAIN_CHECKPOINTS_H
 
@@ -13,7 +11,7 @@
 
 #include "train_internal.h"
 
-#define CKPT_POINTER "latest"
+#define CKPT_POINTER "latest" /* the library's pointer file */
 
 /* Saves st as dir's checkpoint of st->step (replicated state, with a leading
  * device axis, as its first device's copy: flax's unreplicate), points
@@ -24,9 +22,10 @@ kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_s
                       int replicated, char *path, size_t cap);
 
 /* Restores into st (whose params and opt_state give the expected structure)
- * the checkpoint "latest" names or, when that one is missing or does not
- * restore, the newest that does (a warning on stderr says which was passed
- * over and why). *found 0 with KILN_OK: dir holds no checkpoint. One or
+ * the checkpoint kiln_checkpoint_latest picks ("latest"'s, or the newest
+ * intact one) or, when that one does not restore into st (another model, a
+ * step other than its name's), the newest older one that does (a warning on
+ * stderr says which were passed over and why). *found 0 with KILN_OK: dir holds no checkpoint. One or
  * more checkpoints of which none restores is an error naming them. */
 kiln_status ckpt_restore(const char *dir, kiln_device *dev, train_state *st, int *found,
                          char *path, size_t cap);

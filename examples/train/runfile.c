@@ -162,7 +162,9 @@ static int ours(const char *name) {
     size_t n = strlen(kRunFiles[i]);
     if (!strncmp(name, kRunFiles[i], n) && (!name[n] || !strncmp(name + n, ".tmp.", 5))) return 1;
   }
-  return !strncmp(name, "checkpoint-", 11) && strstr(name, ".safetensors");
+  /* checkpoint_<step>, and checkpoint-<step> as the trainer named them before */
+  return (!strncmp(name, "checkpoint_", 11) || !strncmp(name, "checkpoint-", 11)) &&
+         strstr(name, ".safetensors");
 }
 
 void outdir_previous_run(const char *dir, char *buf, size_t cap) {
