@@ -6,7 +6,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "checkpoints.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,41 +15,9 @@
 
 #include "train.h"
 
-/* The step of a checkpoint file's name ("checkpoint_<step>.safetensors",
- * step in canonical decimal, as kiln_checkpoint_save_step writes it), or -1
- * for any other name. */
-static int64_t name_step(const char *name) {
-  static const char head[] = "checkpoint_";
-  if (strncmp(name, head, sizeof head - 1)) return -1;
-  const char *d = name + sizeof head - 1;
-  size_t nd = strspn(d, "0123456789");
-  if (!nd || nd > 18 || (d[0] == '0' && nd > 1) || strcmp(d + nd, ".safetensors")) return -1;
-  return strtoll(d, NULL, 10);
-}
-
-static int newest_first(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
 int64_t *ckpt_list(const char *dir, size_t *n) {
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) return NULL;
   int64_t *steps = NULL;
-  size_t cap = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    int64_t step = name_step(e->d_name);
-    if (step < 0) continue;
-    if (*n == cap) {
-      int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
-      if (!grown) break;
-      steps = grown;
-    }
-    steps[(*n)++] = step;
-  }
-  closedir(d);
-  if (steps) qsort(steps, *n, sizeof *steps, newest_first);
+  if (kiln_checkpoint_all_steps(dir, &steps, n)) kiln_clear_error(); /* none */
   return steps;
 }
 

@@ -31,7 +31,8 @@ kiln_status ckpt_restore(const char *dir, kiln_device *dev, train_state *st, int
                          char *path, size_t cap);
 
 /* The steps of dir's checkpoint files, newest first, in a new array (free
- * it; NULL when there are none), their count in *n. */
+ * it; NULL when there are none), their count in *n: kiln_checkpoint_all_steps,
+ * with a dir that cannot be read holding none. */
 int64_t *ckpt_list(const char *dir, size_t *n);
 
 #endif
