@@ -107,6 +107,15 @@ TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
     std::snprintf(name, sizeof name, "/checkpoint_%d.safetensors", step);
     return dir + name;
   };
+  // each checkpoint holds the run's record, as run.json does
+  char *record = nullptr;
+  ASSERT_EQ(kiln_checkpoint_read_metadata(path(12).c_str(), "train.run", &record), KILN_OK)
+      << kiln_last_error();
+  std::ifstream run_json(dir + "/run.json");
+  EXPECT_EQ(std::string(record), std::string((std::istreambuf_iterator<char>(run_json)),
+                                             std::istreambuf_iterator<char>()));
+  EXPECT_NE(std::string(record).find("\"batch_size\": "), std::string::npos) << record;
+  std::free(record);
   // cut the newest in half, as a disk that filled up might
   std::ifstream in(path(12), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

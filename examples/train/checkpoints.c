@@ -78,7 +78,7 @@ static void drop_abandoned(const char *dir, int64_t step) {
 }
 
 kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_state *st,
-                      int replicated, char *path, size_t cap) {
+                      int replicated, const char *run_json, char *path, size_t cap) {
   ckpt_path(dir, st->step, path, cap);
   kiln_tree *params = NULL, *opt_state = NULL;
   kiln_status s = KILN_OK;
@@ -93,7 +93,10 @@ kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_s
   if (!s && !t) s = KILN_ERR_ARGUMENT;
   if (!s) {
     drop_abandoned(dir, st->step);
-    s = kiln_checkpoint_save_step(dir, st->step, t, NULL, keep);
+    const char *key = CKPT_RUN_KEY;
+    kiln_checkpoint_options o = {.n_metadata = 1, .metadata_keys = &key,
+                                 .metadata_values = &run_json};
+    s = kiln_checkpoint_save_step(dir, st->step, t, &o, keep);
   }
   kiln_tree_free(t);
   return s ? train_fail(s, "saving %s", path) : KILN_OK;

@@ -100,13 +100,17 @@ kiln_status train_write_atomic(const char *path, const char *text) {
   return KILN_OK;
 }
 
+void runfile_text(const run_record *r, char *text, size_t cap) {
+  size_t n = (size_t)snprintf(text, cap, "{\n");
+  for (int i = 0; i < r->n && n < cap; i++)
+    n += (size_t)snprintf(text + n, cap - n, "  \"%s\": %s%s\n", r->f[i].key, r->f[i].value,
+                          i + 1 < r->n ? "," : "");
+  if (n < cap) snprintf(text + n, cap - n, "}\n");
+}
+
 kiln_status runfile_write(const char *dir, const run_record *r) {
-  char text[RUNFILE_MAX_FIELDS * 1200], path[1200];
-  size_t n = (size_t)snprintf(text, sizeof text, "{\n");
-  for (int i = 0; i < r->n; i++)
-    n += (size_t)snprintf(text + n, sizeof text - n, "  \"%s\": %s%s\n", r->f[i].key,
-                          r->f[i].value, i + 1 < r->n ? "," : "");
-  snprintf(text + n, sizeof text - n, "}\n");
+  char text[RUNFILE_TEXT_MAX], path[1200];
+  runfile_text(r, text, sizeof text);
   snprintf(path, sizeof path, "%s/%s", dir, RUNFILE_NAME);
   return train_write_atomic(path, text);
 }
@@ -275,9 +279,10 @@ kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *res
 }
 
 kiln_status runfile_settle(const train_config *cfg, int resuming, const char *train_fp,
-                           const char *test_fp, train_summary *sum) {
+                           const char *test_fp, train_summary *sum, char *text, size_t cap) {
   run_record rec;
   runfile_describe(cfg, train_fp, test_fp, &rec);
+  runfile_text(&rec, text, cap);
   if (!resuming) return runfile_write(cfg->out_dir, &rec);
   int found = 0;
   kiln_status s = runfile_check(cfg->out_dir, &rec, &found);
