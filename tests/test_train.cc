@@ -75,6 +75,28 @@ TEST_F(Train, MissingDataIsAnErrorNamingTheFile) {
       << train_last_error();
 }
 
+// A data path that is not UTF-8 (Linux paths may hold any byte) trains:
+// run.json, and the checkpoints' copy of it, say U+FFFD for the bad bytes
+// and keep the valid ones.
+TEST_F(Train, ADataPathThatIsNotUtf8IsRecordedAsValidUtf8) {
+  train_config c = config("latin1");
+  std::string odd = root + "/d\xff\xc3\xa9\xed\xa0\x80";  // a bad byte, an e-acute, a surrogate
+  ASSERT_EQ(symlink(data.c_str(), odd.c_str()), 0);
+  c.data_dir = odd.c_str();
+  c.max_steps = 2;
+  train_summary s;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  std::ifstream f(std::string(c.out_dir) + "/run.json");
+  std::string run_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string want = "\"" + root + "/d\\ufffd\xc3\xa9\\ufffd\\ufffd\\ufffd\"";
+  EXPECT_NE(run_json.find("\"data\": " + want), std::string::npos) << run_json;
+  char *record = nullptr;
+  ASSERT_EQ(kiln_checkpoint_read_metadata(s.checkpoint, "train.run", &record), KILN_OK)
+      << kiln_last_error();
+  EXPECT_EQ(std::string(record), run_json);
+  std::free(record);
+}
+
 TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
   train_config c = config("other");
   c.max_steps = 3;

@@ -28,8 +28,9 @@ kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_s
  * the checkpoint kiln_checkpoint_latest picks ("latest"'s, or the newest
  * intact one) or, when that one does not restore into st (another model, a
  * step other than its name's), the newest older one that does (a warning on
- * stderr says which were passed over and why). *found 0 with KILN_OK: dir holds no checkpoint. One or
- * more checkpoints of which none restores is an error naming them. */
+ * stderr says which were passed over and why). *found 0 with KILN_OK: dir
+ * holds no checkpoint. One or more checkpoints of which none restores is an
+ * error naming the dir. */
 kiln_status ckpt_restore(const char *dir, kiln_device *dev, train_state *st, int *found,
                          char *path, size_t cap);
 

@@ -17,15 +17,35 @@
 
 static const char kFormat[] = "\"kiln examples/train run 1\"";
 
+/* The length of the valid UTF-8 sequence at s, or 0 (overlong forms,
+ * surrogates and code points past U+10FFFF are invalid, as in JSON). */
+static size_t utf8_len(const unsigned char *s) {
+  size_t len = s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+      (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+    return 0;
+  return len;
+}
+
+/* s as a JSON string; bytes that are not UTF-8 (a path may hold any) become
+ * U+FFFD, so that run.json, and the checkpoints' copy of it, stay UTF-8. */
 static void json_string(const char *s, char *buf, size_t cap) {
   size_t n = 0;
   if (cap < 8) return;
   buf[n++] = '"';
   for (; *s && n + 8 < cap; s++) {
     unsigned char c = (unsigned char)*s;
+    size_t len = c < 0x80 ? 1 : utf8_len((const unsigned char *)s);
     if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
     else if (c < 0x20) n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", c);
-    else buf[n++] = (char)c;
+    else if (!len) n += (size_t)snprintf(buf + n, cap - n, "\\ufffd");
+    else if (n + len + 8 < cap) {
+      memcpy(buf + n, s, len);
+      n += len;
+      s += len - 1;
+    } else break;
   }
   buf[n++] = '"';
   buf[n] = 0;
