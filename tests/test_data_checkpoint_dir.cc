@@ -197,6 +197,30 @@ TEST_F(Checkpoint, LatestFallsBackToTheHighestUsableStep) {
   EXPECT_EQ(latest(), 2);
 }
 
+// all_steps: every step file, highest first (numerically, not by name),
+// whatever its contents; no other file.
+TEST_F(Checkpoint, AllStepsListsTheStepFilesHighestFirst) {
+  int64_t *steps = reinterpret_cast<int64_t *>(1);
+  size_t n = 7;
+  ASSERT_EQ(kiln_checkpoint_all_steps((dir + "/missing").c_str(), &steps, &n), KILN_OK);
+  EXPECT_EQ(steps, nullptr);
+  EXPECT_EQ(n, 0u);
+  for (int s : {2, 10, 1})
+    ASSERT_EQ(kiln_checkpoint_save_step(dir.c_str(), s, train_state(1), nullptr, 0), KILN_OK);
+  write_bytes(dir + "/" + step_name(30), "damaged");
+  for (const char *other : {"checkpoint_040.safetensors", "checkpoint_-5.safetensors",
+                            "checkpoint_50.safetensors.tmp.1", "checkpoint_6.safetensors.bak",
+                            "checkpoint_.safetensors", "checkpoint_99999999999999999999.safetensors"})
+    write_bytes(dir + "/" + other, "x");
+  ASSERT_EQ(kiln_checkpoint_all_steps(dir.c_str(), &steps, &n), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(std::vector<int64_t>(steps, steps + n), (std::vector<int64_t>{30, 10, 2, 1}));
+  free(steps);
+  EXPECT_EQ(kiln_checkpoint_all_steps((dir + "/latest").c_str(), &steps, &n), KILN_ERR_IO);
+  EXPECT_NE(std::string(kiln_last_error()).find(dir + "/latest"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_checkpoint_all_steps(dir.c_str(), nullptr, &n), KILN_ERR_ARGUMENT);
+}
+
 // Real crashes: a child saves steps in a loop and is killed at some point;
 // whatever it was doing, latest names a step that restores with that step's
 // values, and the next save clears the child's temporaries.

@@ -75,6 +75,28 @@ TEST_F(Train, MissingDataIsAnErrorNamingTheFile) {
       << train_last_error();
 }
 
+// A data path that is not UTF-8 (Linux paths may hold any byte) trains:
+// run.json, and the checkpoints' copy of it, say U+FFFD for the bad bytes
+// and keep the valid ones.
+TEST_F(Train, ADataPathThatIsNotUtf8IsRecordedAsValidUtf8) {
+  train_config c = config("latin1");
+  std::string odd = root + "/d\xff\xc3\xa9\xed\xa0\x80";  // a bad byte, an e-acute, a surrogate
+  ASSERT_EQ(symlink(data.c_str(), odd.c_str()), 0);
+  c.data_dir = odd.c_str();
+  c.max_steps = 2;
+  train_summary s;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  std::ifstream f(std::string(c.out_dir) + "/run.json");
+  std::string run_json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string want = "\"" + root + "/d\\ufffd\xc3\xa9\\ufffd\\ufffd\\ufffd\"";
+  EXPECT_NE(run_json.find("\"data\": " + want), std::string::npos) << run_json;
+  char *record = nullptr;
+  ASSERT_EQ(kiln_checkpoint_read_metadata(s.checkpoint, "train.run", &record), KILN_OK)
+      << kiln_last_error();
+  EXPECT_EQ(std::string(record), run_json);
+  std::free(record);
+}
+
 TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
   train_config c = config("other");
   c.max_steps = 3;
@@ -90,9 +112,10 @@ TEST_F(Train, ResumingWithAnotherModelIsRefusedNamingTheFlag) {
       << train_last_error();
 }
 
-// Checkpoints at steps 5, 10 and 12: a damaged newest one, or a "latest"
-// naming a file that is gone, falls back to the newest that restores; when
-// none restores the error names the directory.
+// Checkpoints at steps 5, 10 and 12: a damaged newest one, a "latest"
+// naming a file that is gone (both kiln_checkpoint_latest's fall-back), or
+// one that is intact but not this run's (the trainer's) falls back to the
+// newest that restores; when none restores the error names the directory.
 TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   train_config c = config("fallback");
   c.max_steps = 12;
@@ -103,9 +126,18 @@ TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   std::string dir = c.out_dir;
   auto path = [&dir](int step) {
     char name[64];
-    std::snprintf(name, sizeof name, "/checkpoint-%010d.safetensors", step);
+    std::snprintf(name, sizeof name, "/checkpoint_%d.safetensors", step);
     return dir + name;
   };
+  // each checkpoint holds the run's record, as run.json does
+  char *record = nullptr;
+  ASSERT_EQ(kiln_checkpoint_read_metadata(path(12).c_str(), "train.run", &record), KILN_OK)
+      << kiln_last_error();
+  std::ifstream run_json(dir + "/run.json");
+  EXPECT_EQ(std::string(record), std::string((std::istreambuf_iterator<char>(run_json)),
+                                             std::istreambuf_iterator<char>()));
+  EXPECT_NE(std::string(record).find("\"batch_size\": "), std::string::npos) << record;
+  std::free(record);
   // cut the newest in half, as a disk that filled up might
   std::ifstream in(path(12), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -121,8 +153,22 @@ TEST_F(Train, ResumeFallsBackToTheNewestIntactCheckpoint) {
   ASSERT_EQ(std::remove(path(12).c_str()), 0);
   ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
   EXPECT_EQ(s.resumed_from, 10);
+  // one that passes the library's checks but holds another step: passed
+  // over for the newest older one, and deleted by the first save after it
+  // (its step is redone), so --keep counts this run's checkpoints only
+  {
+    std::ifstream five(path(5), std::ios::binary);
+    std::ofstream(path(12), std::ios::binary | std::ios::trunc) << five.rdbuf();
+  }
+  c.max_steps = 11;
+  ASSERT_EQ(train_run(&c, &s), KILN_OK) << train_last_error();
+  EXPECT_EQ(s.resumed_from, 10);
+  EXPECT_EQ(s.checkpoint_step, 11);
+  EXPECT_FALSE(std::ifstream(path(12)).good()) << "the abandoned step 12 stayed";
+  EXPECT_TRUE(std::ifstream(path(5)).good());
+  EXPECT_TRUE(std::ifstream(path(10)).good());
   // none that restores
-  for (int step : {5, 10, 12}) std::ofstream(path(step), std::ios::trunc) << "not a checkpoint";
+  for (int step : {5, 10, 11}) std::ofstream(path(step), std::ios::trunc) << "not a checkpoint";
   EXPECT_EQ(train_run(&c, &s), KILN_ERR_IO);
   EXPECT_NE(std::string(train_last_error()).find("no checkpoint in " + dir + " restores"),
             std::string::npos)

@@ -195,7 +195,7 @@ inline ::testing::AssertionResult all_finite(const std::map<std::string, Tensor>
 
 inline std::string ckpt_name(long step) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "checkpoint-%010ld.safetensors", step);
+  std::snprintf(buf, sizeof buf, "checkpoint_%ld.safetensors", step);
   return buf;
 }
 

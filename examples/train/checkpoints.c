@@ -1,10 +1,13 @@
-/* Checkpoint files, the "latest" pointer, pruning and the fall-back on
- * resume. */
+/* The out dir's checkpoints over the library's rotating checkpoint
+ * directory (kiln_checkpoint_save_step, kiln_checkpoint_latest): what a
+ * checkpoint holds, which steps are abandoned, and the fall-back past a
+ * checkpoint that passes the library's checks but does not restore into
+ * this run's state. */
 #define _POSIX_C_SOURCE 200809L
 #include "checkpoints.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,47 +15,14 @@
 
 #include "train.h"
 
-static void ckpt_name(int64_t step, char *buf, size_t cap) {
-  snprintf(buf, cap, "checkpoint-%010lld.safetensors", (long long)step);
-}
-
-/* The step of a checkpoint file's name, or -1 for any other name. */
-static int64_t name_step(const char *name) {
-  static const char head[] = "checkpoint-", tail[] = ".safetensors";
-  size_t n = strlen(name), h = sizeof head - 1, t = sizeof tail - 1;
-  if (n != h + 10 + t || strncmp(name, head, h) || strcmp(name + h + 10, tail)) return -1;
-  int64_t step = 0;
-  for (size_t i = h; i < h + 10; i++) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    step = step * 10 + (name[i] - '0');
-  }
-  return step;
-}
-
-static int newest_first(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
 int64_t *ckpt_list(const char *dir, size_t *n) {
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) return NULL;
   int64_t *steps = NULL;
-  size_t cap = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    int64_t step = name_step(e->d_name);
-    if (step < 0) continue;
-    if (*n == cap) {
-      int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
-      if (!grown) break;
-      steps = grown;
-    }
-    steps[(*n)++] = step;
-  }
-  closedir(d);
-  if (steps) qsort(steps, *n, sizeof *steps, newest_first);
+  if (kiln_checkpoint_all_steps(dir, &steps, n)) kiln_clear_error(); /* none */
   return steps;
+}
+
+static void ckpt_path(const char *dir, int64_t step, char *path, size_t cap) {
+  snprintf(path, cap, "%s/checkpoint_%" PRId64 ".safetensors", dir, step);
 }
 
 kiln_tree *train_host_leaf(kiln_device *dev, const kiln_host_data *d) {
@@ -92,27 +62,15 @@ static kiln_tree *state_tree(kiln_device *dev, const train_state *st, kiln_tree 
                                         f64_leaf(dev, 1, WINDOW_N, st->window)});
 }
 
-/* dir/latest <- name, atomically and durably. */
-static kiln_status write_pointer(const char *dir, const char *name) {
-  char path[1200], line[80];
-  snprintf(path, sizeof path, "%s/%s", dir, CKPT_POINTER);
-  snprintf(line, sizeof line, "%s\n", name);
-  return train_write_atomic(path, line);
-}
-
-/* Removes the checkpoints past st's step and all but the newest `keep`. */
-static void prune(const char *dir, int keep, int64_t step) {
+/* Removes the checkpoints of steps past `step`: a run resumed from an
+ * earlier checkpoint redoes them, and the library's rotation, which keeps
+ * the highest steps, would otherwise keep them (and fall back to them). */
+static void drop_abandoned(const char *dir, int64_t step) {
   size_t n;
   int64_t *steps = ckpt_list(dir, &n);
-  int kept = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (steps[i] <= step && kept < keep) {
-      kept++;
-      continue;
-    }
-    char name[64], path[1200];
-    ckpt_name(steps[i], name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+  for (size_t i = 0; i < n && steps[i] > step; i++) {
+    char path[1200];
+    ckpt_path(dir, steps[i], path, sizeof path);
     if (unlink(path) && errno != ENOENT)
       fprintf(stderr, "train: warning: removing %s: %s\n", path, strerror(errno));
   }
@@ -120,10 +78,8 @@ static void prune(const char *dir, int keep, int64_t step) {
 }
 
 kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_state *st,
-                      int replicated, char *path, size_t cap) {
-  char name[64];
-  ckpt_name(st->step, name, sizeof name);
-  snprintf(path, cap, "%s/%s", dir, name);
+                      int replicated, const char *run_json, char *path, size_t cap) {
+  ckpt_path(dir, st->step, path, cap);
   kiln_tree *params = NULL, *opt_state = NULL;
   kiln_status s = KILN_OK;
   if (!replicated) {
@@ -134,12 +90,16 @@ kiln_status ckpt_save(const char *dir, int keep, kiln_device *dev, const train_s
   }
   kiln_tree *t = s ? NULL : state_tree(dev, st, params, opt_state);
   if (s) kiln_tree_free(params);
-  if (!s) s = t ? kiln_checkpoint_save(path, t) : KILN_ERR_ARGUMENT;
+  if (!s && !t) s = KILN_ERR_ARGUMENT;
+  if (!s) {
+    drop_abandoned(dir, st->step);
+    const char *key = CKPT_RUN_KEY;
+    kiln_checkpoint_options o = {.n_metadata = 1, .metadata_keys = &key,
+                                 .metadata_values = &run_json};
+    s = kiln_checkpoint_save_step(dir, st->step, t, &o, keep);
+  }
   kiln_tree_free(t);
-  if (s) return train_fail(s, "saving %s", path);
-  if ((s = write_pointer(dir, name))) return s;
-  prune(dir, keep, st->step);
-  return KILN_OK;
+  return s ? train_fail(s, "saving %s", path) : KILN_OK;
 }
 
 /* Restores path into st when it holds the step its name says. */
@@ -176,50 +136,43 @@ static kiln_status restore_file(const char *path, int64_t step, kiln_device *dev
   return KILN_OK;
 }
 
-/* The step of the file "latest" names, or -1 (none, or not a checkpoint's
- * name). */
-static int64_t pointer_step(const char *dir) {
-  char path[1200], line[128] = "";
-  snprintf(path, sizeof path, "%s/%s", dir, CKPT_POINTER);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int ok = fgets(line, sizeof line, f) != NULL;
-  fclose(f);
-  line[strcspn(line, "\n")] = 0;
-  int64_t step = ok ? name_step(line) : -1;
-  if (step < 0)
-    fprintf(stderr, "train: warning: %s does not name a checkpoint ('%s')\n", path, line);
-  return step;
-}
-
 kiln_status ckpt_restore(const char *dir, kiln_device *dev, train_state *st, int *found,
                          char *path, size_t cap) {
-  size_t n;
-  int64_t *steps = ckpt_list(dir, &n), first = pointer_step(dir);
   *found = 0;
-  kiln_status s = KILN_OK;
+  char *newest = NULL;
+  int64_t step = -1;
+  kiln_status s = kiln_checkpoint_latest(dir, &newest, &step);
+  size_t n;
+  int64_t *steps = ckpt_list(dir, &n);
+  if (s == KILN_ERR_NOT_FOUND && !n) { /* nothing to resume */
+    kiln_clear_error();
+    return KILN_OK;
+  }
+  if (s) {
+    free(steps);
+    return train_fail(s == KILN_ERR_NOT_FOUND ? KILN_ERR_IO : s, "no checkpoint in %s restores",
+                      dir);
+  }
+  for (size_t i = 0; i < n && steps[i] > step; i++)
+    fprintf(stderr, "train: warning: passing over %s/checkpoint_%" PRId64 ".safetensors: "
+            "\"latest\" does not name it, or it fails its checks\n", dir, steps[i]);
+  snprintf(path, cap, "%s", newest);
+  free(newest);
+  /* The library's choice, then the older ones, newest first. */
   char why[1024] = ""; /* the first failure */
-  /* the pointer's file first, then the others newest first */
-  for (size_t i = 0; i <= n; i++) {
-    int64_t step = i == 0 ? first : steps[i - 1];
-    if (step < 0 || (i > 0 && step == first)) continue;
-    char name[64];
-    ckpt_name(step, name, sizeof name);
-    snprintf(path, cap, "%s/%s", dir, name);
-    if (i == 0 && access(path, F_OK)) {
-      fprintf(stderr, "train: warning: %s/%s names %s, which is missing\n", dir, CKPT_POINTER,
-              name);
-      continue;
-    }
+  for (size_t next = 0;;) {
     if (!(s = restore_file(path, step, dev, st))) {
       *found = 1;
       break;
     }
     fprintf(stderr, "train: warning: passing over %s\n", train_last_error());
     if (!*why) snprintf(why, sizeof why, "%s", train_last_error());
+    while (next < n && steps[next] >= step) next++;
+    if (next == n) break;
+    ckpt_path(dir, step = steps[next], path, cap);
   }
   free(steps);
-  if (!*found && s) {
+  if (!*found) {
     kiln_clear_error();
     return train_fail(KILN_ERR_IO, "no checkpoint in %s restores (the newest: %s)", dir, why);
   }

@@ -17,15 +17,35 @@
 
 static const char kFormat[] = "\"kiln examples/train run 1\"";
 
+/* The length of the valid UTF-8 sequence at s, or 0 (overlong forms,
+ * surrogates and code points past U+10FFFF are invalid, as in JSON). */
+static size_t utf8_len(const unsigned char *s) {
+  size_t len = s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+      (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+    return 0;
+  return len;
+}
+
+/* s as a JSON string; bytes that are not UTF-8 (a path may hold any) become
+ * U+FFFD, so that run.json, and the checkpoints' copy of it, stay UTF-8. */
 static void json_string(const char *s, char *buf, size_t cap) {
   size_t n = 0;
   if (cap < 8) return;
   buf[n++] = '"';
   for (; *s && n + 8 < cap; s++) {
     unsigned char c = (unsigned char)*s;
+    size_t len = c < 0x80 ? 1 : utf8_len((const unsigned char *)s);
     if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
     else if (c < 0x20) n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", c);
-    else buf[n++] = (char)c;
+    else if (!len) n += (size_t)snprintf(buf + n, cap - n, "\\ufffd");
+    else if (n + len + 8 < cap) {
+      memcpy(buf + n, s, len);
+      n += len;
+      s += len - 1;
+    } else break;
   }
   buf[n++] = '"';
   buf[n] = 0;
@@ -100,13 +120,17 @@ kiln_status train_write_atomic(const char *path, const char *text) {
   return KILN_OK;
 }
 
+void runfile_text(const run_record *r, char *text, size_t cap) {
+  size_t n = (size_t)snprintf(text, cap, "{\n");
+  for (int i = 0; i < r->n && n < cap; i++)
+    n += (size_t)snprintf(text + n, cap - n, "  \"%s\": %s%s\n", r->f[i].key, r->f[i].value,
+                          i + 1 < r->n ? "," : "");
+  if (n < cap) snprintf(text + n, cap - n, "}\n");
+}
+
 kiln_status runfile_write(const char *dir, const run_record *r) {
-  char text[RUNFILE_MAX_FIELDS * 1200], path[1200];
-  size_t n = (size_t)snprintf(text, sizeof text, "{\n");
-  for (int i = 0; i < r->n; i++)
-    n += (size_t)snprintf(text + n, sizeof text - n, "  \"%s\": %s%s\n", r->f[i].key,
-                          r->f[i].value, i + 1 < r->n ? "," : "");
-  snprintf(text + n, sizeof text - n, "}\n");
+  char text[RUNFILE_TEXT_MAX], path[1200];
+  runfile_text(r, text, sizeof text);
   snprintf(path, sizeof path, "%s/%s", dir, RUNFILE_NAME);
   return train_write_atomic(path, text);
 }
@@ -162,7 +186,9 @@ static int ours(const char *name) {
     size_t n = strlen(kRunFiles[i]);
     if (!strncmp(name, kRunFiles[i], n) && (!name[n] || !strncmp(name + n, ".tmp.", 5))) return 1;
   }
-  return !strncmp(name, "checkpoint-", 11) && strstr(name, ".safetensors");
+  /* checkpoint_<step>, and checkpoint-<step> as the trainer named them before */
+  return (!strncmp(name, "checkpoint_", 11) || !strncmp(name, "checkpoint-", 11)) &&
+         strstr(name, ".safetensors");
 }
 
 void outdir_previous_run(const char *dir, char *buf, size_t cap) {
@@ -273,9 +299,10 @@ kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *res
 }
 
 kiln_status runfile_settle(const train_config *cfg, int resuming, const char *train_fp,
-                           const char *test_fp, train_summary *sum) {
+                           const char *test_fp, train_summary *sum, char *text, size_t cap) {
   run_record rec;
   runfile_describe(cfg, train_fp, test_fp, &rec);
+  runfile_text(&rec, text, cap);
   if (!resuming) return runfile_write(cfg->out_dir, &rec);
   int found = 0;
   kiln_status s = runfile_check(cfg->out_dir, &rec, &found);

@@ -15,7 +15,7 @@
 
 #define RUNFILE_NAME "run.json"
 #define RUNFILE_LOCK ".train.lock"
-enum { RUNFILE_MAX_FIELDS = 16 };
+enum { RUNFILE_MAX_FIELDS = 16, RUNFILE_TEXT_MAX = RUNFILE_MAX_FIELDS * 1200 };
 
 typedef struct run_field {
   const char *key;  /* run.json's key */
@@ -33,6 +33,8 @@ typedef struct run_record {
  * train_fp and test_fp. */
 void runfile_describe(const train_config *cfg, const char *train_fp, const char *test_fp,
                       run_record *r);
+/* r as run.json holds it. */
+void runfile_text(const run_record *r, char *text, size_t cap);
 kiln_status runfile_write(const char *dir, const run_record *r);
 /* Compares dir/run.json with r: the first checked field that differs is
  * KILN_ERR_ARGUMENT naming the flag, both values and the file. *found 0:
@@ -58,8 +60,9 @@ kiln_status outdir_prepare(const train_config *cfg, train_summary *sum, int *res
                            int *lock_fd);
 /* run.json: written for a run that does not resume; compared with cfg's
  * settings for one that does (a difference, or checkpoints without a
- * run.json, is refused). */
+ * run.json, is refused). text: this run's record, as run.json holds it
+ * (cap RUNFILE_TEXT_MAX). */
 kiln_status runfile_settle(const train_config *cfg, int resuming, const char *train_fp,
-                           const char *test_fp, train_summary *sum);
+                           const char *test_fp, train_summary *sum, char *text, size_t cap);
 
 #endif

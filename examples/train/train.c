@@ -243,6 +243,7 @@ typedef struct run {
   int64_t spe, last; /* steps per epoch; the step the run ends at */
   double start;      /* progress_now() when the steps began */
   double last_save;  /* ... when the last checkpoint was saved */
+  char run_json[RUNFILE_TEXT_MAX]; /* this run's record, kept in its checkpoints */
 } run;
 
 static kiln_status setup(run *r, train_summary *sum) {
@@ -283,7 +284,9 @@ static kiln_status setup(run *r, train_summary *sum) {
   char train_fp[128], test_fp[128];
   dataset_fingerprint(&r->train, train_fp, sizeof train_fp);
   dataset_fingerprint(&r->test, test_fp, sizeof test_fp);
-  if ((s = runfile_settle(cfg, r->resuming, train_fp, test_fp, sum))) return s;
+  if ((s = runfile_settle(cfg, r->resuming, train_fp, test_fp, sum, r->run_json,
+                          sizeof r->run_json)))
+    return s;
   kiln_options opts;
   kiln_options_init(&opts);
   /* used when the backend is CPU; devices 0: KILN_NUM_CPU_DEVICES, else 2 */
@@ -374,7 +377,7 @@ static kiln_status save_checkpoint(run *r, train_summary *sum) {
   double time_before = st->time;
   st->time += progress_now() - r->start;
   kiln_status s = ckpt_save(r->cfg->out_dir, r->cfg->keep, r->dev, st, r->dp.jit != NULL,
-                            sum->checkpoint, sizeof sum->checkpoint);
+                            r->run_json, sum->checkpoint, sizeof sum->checkpoint);
   st->time = time_before;
   if (s) return s;
   sum->checkpoint_step = st->step;

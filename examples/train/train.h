@@ -18,7 +18,7 @@ extern "C" {
 
 typedef struct train_config {
   const char *data_dir; /* train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz] */
-  const char *out_dir;  /* run.json, metrics.jsonl, checkpoint-<step>.safetensors,
+  const char *out_dir;  /* run.json, metrics.jsonl, checkpoint_<step>.safetensors,
                            latest (created) */
   int epochs;
   int64_t batch_size;

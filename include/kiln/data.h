@@ -161,6 +161,13 @@ kiln_status kiln_checkpoint_save_step(const char *dir, int64_t step, const kiln_
  * start); a dir that cannot be read is KILN_ERR_IO. */
 kiln_status kiln_checkpoint_latest(const char *dir, char **path, int64_t *step);
 
+/* The steps of dir's step files (named as above; their contents unchecked),
+ * highest first, as orbax's CheckpointManager.all_steps lists them: a
+ * malloc'ed array in *steps (free() it; NULL when there are none), their
+ * count in *n. A missing dir has none; one that cannot be read is
+ * KILN_ERR_IO. */
+kiln_status kiln_checkpoint_all_steps(const char *dir, int64_t **steps, size_t *n);
+
 /* ---- prefetch_to_device: batches uploaded ahead of the consumer ---- */
 
 /* The user's iterator. Sets *batch to the next batch, a pytree whose leaves

@@ -200,3 +200,15 @@ kiln_status kiln_checkpoint_latest(const char *dir, char **path, int64_t *step) 
                    pointed >= 0 ? "names a damaged or missing file" : "is missing or malformed");
   return s;
 }
+
+kiln_status kiln_checkpoint_all_steps(const char *dir, int64_t **steps, size_t *n) {
+  static const char *const op = "kiln_checkpoint_all_steps";
+  if (!dir || !steps || !n) return kcore_fail(KILN_ERR_ARGUMENT, "%s: dir, steps or n is NULL", op);
+  kiln_status s = list_steps(op, dir, steps, n);
+  if (s != KILN_OK) {
+    free(*steps);
+    *steps = NULL;
+    *n = 0;
+  }
+  return s;
+}
