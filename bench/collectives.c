@@ -311,7 +311,7 @@ static kiln_status cpu_psum(const args *a, kbench_report *r) {
     pthread_t threads[N];
     float *buf = calloc(2 * N * (bytes / 4), sizeof *buf);
     if (!buf) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "cpu psum buffers");
-    if ((st = kcpu_coll_group_new(N, "all", KCPU_COLL_DEFAULT_TIMEOUT_S, &g))) break;
+    if ((st = kcpu_coll_group_new(N, "all", KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S, &g))) break;
     double t0 = now_s();
     for (int i = 0; i < N; i++) {
       ranks[i] = (cpu_rank){g, i, a->iters, buf + (size_t)(2 * i) * (bytes / 4),
