@@ -15,6 +15,7 @@ reshape targets) when generated, so a program's shapes are fixed by its
 seed; cutting leaves the failing step with the smallest inputs it had.
 """
 import dataclasses
+import glob
 import json
 import os
 
@@ -86,3 +87,20 @@ def keep(case, reason, directory=REGRESSIONS):
         json.dump(d, f, indent=1)
         f.write("\n")
     return path
+
+
+def signature(case):
+    """What identifies a shrunk failure: its wrapper and its steps' names."""
+    built = fuzzcase.Built(case)
+    return case.wrapper, [built.p.names[k] for k in built.live]
+
+
+def known_failure(case, directory=REGRESSIONS):
+    """The kept xfail case file with the same signature as `case`, or None."""
+    sig = signature(case)
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        with open(path) as f:
+            d = json.load(f)
+        if d.get("xfail") and (d["wrapper"], d["steps"]) == sig:
+            return path
+    return None

@@ -10,7 +10,9 @@ function returning every member's outputs) to keep compile time down; a
 failing group is re-run member by member. Each failing program is shrunk
 (shrink.py) to a small case, printed (steps and jaxpr) and written to
 regressions/<seed>.json, which test_regressions.py replays: commit it with
-the fix, or with an "xfail" reason until then. A kiln refusal
+the fix, or with an "xfail" reason until then. A failure that shrinks to a
+kept xfail case (same wrapper, same steps) is a known bug: counted, not
+failed. A kiln refusal
 (UnsupportedPrimitive, of which TranslatorLacks is one) is a failure like a
 mismatch. The counts (programs run, wrapped per transform, compared) are
 printed in pytest's terminal summary."""
@@ -50,18 +52,24 @@ def _error(built):
 
 
 def _shrunk_report(built, e):
+    """(known xfail case's file or None, report): the failure shrunk; a new
+    one is written to regressions/."""
     kind = type(e)
 
     def fails(case):
         return isinstance(_error(fuzzcase.Built(case)), kind)
     small = shrink.shrink(built.case, fails)
+    head = f"seed {built.case.seed} ({built.case.wrapper or 'unwrapped'}): {kind.__name__}: {e}"
+    known = shrink.known_failure(small)
+    if known:
+        return known, f"{head}\nshrinks to the known failure {known}"
     path = shrink.keep(small, f"found by test_random_programs: {kind.__name__} (untriaged)")
-    return (f"seed {built.case.seed} ({built.case.wrapper or 'unwrapped'}): "
-            f"{kind.__name__}: {e}\nshrunk to {path}:\n{fuzzcase.Built(small).describe()}")
+    return None, f"{head}\nshrunk to {path}:\n{fuzzcase.Built(small).describe()}"
 
 
 def _group(start):
-    """(per-wrapper counts, failure reports) of the programs seeded start.."""
+    """(per-wrapper counts, [(known case or None, report)]) of the programs
+    seeded start.."""
     cases = [fuzzcase.random_case(s) for s in range(start, min(start + GROUP, FIRST + COUNT))]
     counts = collections.Counter(c.case.wrapper or "unwrapped" for c in cases)
     try:
@@ -73,7 +81,7 @@ def _group(start):
     errors = [(c, _error(c)) for c in cases]
     reports = [_shrunk_report(c, e) for c, e in errors if e is not None]
     return counts, reports or [
-        f"seeds {start}..{start + len(cases) - 1} fail together but pass one by one"]
+        (None, f"seeds {start}..{start + len(cases) - 1} fail together but pass one by one")]
 
 
 def test_random_programs(summary):
@@ -84,9 +92,13 @@ def test_random_programs(summary):
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(_group, starts))
     counts = sum((c for c, _ in results), collections.Counter())
-    reports = [r for _, rs in results for r in rs]
+    found = [r for _, rs in results for r in rs]
+    reports = [r for known, r in found if not known]
+    known = collections.Counter(os.path.basename(k) for k, _ in found if k)
     summary.append(f"random programs (seeds {FIRST}..{FIRST + COUNT - 1}): {sum(counts.values())} "
                    f"run through kiln.jit and jax.jit, {counts['unwrapped']} plain, "
                    + ", ".join(f"{counts[w]} in jax.{w}" for w in fuzzcase.WRAPPERS)
-                   + f"; {sum(counts.values()) - len(reports)} matched, {len(reports)} failed")
+                   + f"; {sum(counts.values()) - len(found)} matched, {len(reports)} failed, "
+                   f"{sum(known.values())} failed as known xfail cases "
+                   f"({', '.join(f'{n} x {k}' for k, n in sorted(known.items())) or 'none'})")
     assert not reports, f"{len(reports)} programs failed:\n\n" + "\n\n".join(reports)
