@@ -110,7 +110,8 @@ class Built:
     def describe(self):
         p, c = self.p, self.case
         steps = [f"{k}:{p.names[k]}" for k in self.live]
-        return (f"seed {c.seed} wrapper {c.wrapper} cut {list(c.cut)} outputs {list(self.outputs)}\n"
+        return (f"seed {c.seed} wrapper {c.wrapper} cut {list(c.cut)} "
+                f"outputs {list(self.outputs)}\n"
                 f"steps {steps}\nargs {[(a.shape, str(a.dtype)) for a in self.args]}\n"
                 f"{jax.make_jaxpr(self.fn)(*self.args)}")
 
