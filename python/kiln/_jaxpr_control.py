@@ -58,9 +58,44 @@ def _cond(tr, s, eqn, ins, where):
     s.emit("cond", {"branches": f"({progs})"}, ins[:1] + hoisted + ins[1:], eqn.outvars)
 
 
+def _any_lane_while(eqn):
+    """A while whose predicate is batched (jax.vmap of a while_loop whose
+    condition depends on the mapped value: cond_jaxpr returns bool[b]) as a
+    jaxpr of one with a scalar predicate, as JAX's batching rule runs it: loop
+    while any lane's predicate holds, and keep the body's results only in the
+    lanes whose predicate holds (every carry is batched on its leading axis
+    then). Same operands and results as eqn."""
+    import jax
+    import jax.numpy as jnp
+    from jax.extend.core import jaxpr_as_fun
+
+    p = eqn.params
+    cn, bn = int(p["cond_nconsts"]), int(p["body_nconsts"])
+    cond, body = jaxpr_as_fun(p["cond_jaxpr"]), jaxpr_as_fun(p["body_jaxpr"])
+
+    def lanes(pred, x):
+        return pred.reshape(pred.shape + (1,) * (x.ndim - pred.ndim))
+
+    def loop(*args):
+        cc, bc, carry = args[:cn], args[cn:cn + bn], args[cn + bn:]
+
+        def step(c):
+            pred = cond(*cc, *c)[0]
+            new = body(*bc, *c)
+            return tuple(jnp.where(lanes(pred, x), n, x) for n, x in zip(new, c))
+
+        return jax.lax.while_loop(lambda c: jnp.any(cond(*cc, *c)[0]), step, tuple(carry))
+
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+    return jax.make_jaxpr(loop)(*avals)
+
+
 def _while(tr, s, eqn, ins, where):
     p = eqn.params
     check_params(eqn, {"cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_nconsts"}, where)
+    if p["cond_jaxpr"].out_avals[0].shape != ():
+        tr.inline(s, eqn, _any_lane_while(eqn), where)
+        return
     cn, bn = int(p["cond_nconsts"]), int(p["body_nconsts"])
     (cond, c_atoms), (body, b_atoms) = tr.sub(s, p["cond_jaxpr"], where), \
         tr.sub(s, p["body_jaxpr"], where)

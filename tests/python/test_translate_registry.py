@@ -96,3 +96,26 @@ def test_constants_hoisted_into_control_flow():
                "while": (lambda x: lax.while_loop(lambda v: jnp.sum(v * table[:, 2]) < 1000,
                                                   inner, x), [x]),
                "key": (keyed, [x])}, compare=assert_bits_equal)
+
+
+def test_vmap_of_a_while_whose_predicate_is_batched():
+    """jax.vmap of a while_loop whose condition depends on the mapped value:
+    its cond returns one bool per lane, which the translator lowers as JAX's
+    batching rule runs it (loop while any lane holds; lanes that are done
+    keep their carry). Found by the fuzzer (regressions/320.json)."""
+    def f(x):
+        def c(st):
+            i, y = st
+            return (i < 6) & (jnp.max(y) < 1.9)
+
+        def b(st):
+            i, y = st
+            return i + 1, y * 1.3 + 0.1
+        return lax.while_loop(c, b, (0, x))
+
+    g = jax.vmap(f)
+    x = np.array([[0.1, 0.2], [1.0, 1.5], [-0.5, 0.3]], np.float32)
+    got, want = kiln.jit(g)(x), jax.jit(g)(x)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    np.testing.assert_array_equal(np.asarray(got[0]), [6, 1, 5])
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=1e-6)
