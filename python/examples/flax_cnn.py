@@ -10,7 +10,7 @@ synthetic data with --synthetic. With --compare the same step is also run
 under jax.jit from the same initial parameters on the same batches, and the
 per-step losses and step times are printed side by side.
 
-    pip install './python[jax]' flax optax    # the [jax] extra brings jax only
+    pip install './python[examples]'    # jax, flax and optax beside kiln
     python python/examples/flax_cnn.py --steps 50 --compare
     python python/examples/flax_cnn.py --steps 20 --synthetic   # no data files
 
