@@ -316,11 +316,11 @@ TEST(PrimCoverage, FusedElementwiseCellsEmit) {
     kir_aval aval = kir_aval_make(dt, 1, shape, false);
     kir_program *p = nullptr;
     kfuse_plan *plan = nullptr;
-    kir_vid in[2];
+    std::vector<kir_vid> in((size_t)info->n_in);  // clamp and select_n take three
     int at = -1;
     ASSERT_EQ(kir_program_new(&p), KILN_OK);
     for (int i = 0; i < info->n_in; i++) ASSERT_EQ(kir_add_invar(p, &aval, &in[i]), KILN_OK);
-    ASSERT_EQ(kir_add_eqn(p, prim, nullptr, info->n_in, in, &at), KILN_OK)
+    ASSERT_EQ(kir_add_eqn(p, prim, nullptr, info->n_in, in.data(), &at), KILN_OK)
         << info->name << ": " << kiln_last_error();
     ASSERT_EQ(kir_set_outputs(p, 1, p->eqns[at].out), KILN_OK);
     ASSERT_EQ(kfuse_plan_build(p, nullptr, nullptr, &plan), KILN_OK) << kiln_last_error();
