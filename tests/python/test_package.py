@@ -59,15 +59,22 @@ def test_kiln_info_describes_the_build():
 
 def test_declared_dependencies():
     """pyproject.toml declares what the package imports: numpy and ml_dtypes
-    always, jax as the kiln[jax] extra (kiln.jit and Array's operators)."""
+    always, jax as the kiln[jax] extra (kiln.jit and Array's operators), and
+    jax, flax and optax as kiln[examples] (python/examples/flax_cnn.py)."""
     try:
         from importlib.metadata import PackageNotFoundError, requires
         reqs = requires("kiln")
     except PackageNotFoundError:
         pytest.skip("kiln is not installed as a distribution (run from a source tree)")
-    names = {r.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip(): r for r in reqs}
+    names = {}
+    for r in reqs:  # a name may come several times (jax: the jax and examples extras)
+        name = r.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip()
+        names.setdefault(name, []).append(r)
     assert "numpy" in names and "ml_dtypes" in names
-    assert "jax" in names and 'extra == "jax"' in names["jax"]
+    assert not any("extra" in r for r in names["numpy"] + names["ml_dtypes"])
+    assert any('extra == "jax"' in r for r in names.get("jax", []))
+    examples = {n for n, rs in names.items() if any('extra == "examples"' in r for r in rs)}
+    assert {"jax", "flax", "optax"} <= examples
 
 
 def test_array_operators_without_jax_say_what_to_install():
