@@ -89,8 +89,10 @@ typedef struct kiln_options {
   kiln_determinism deterministic;         /* KILN_DETERMINISTIC: off | on */
   kiln_debug_nans debug_nans;             /* KILN_DEBUG_NANS: off | on */
   /* KILN_COLLECTIVE_TIMEOUT: seconds a collective waits for the other
-   * participants before it fails with KILN_ERR_COLLECTIVE; finite and > 0,
-   * 0 means the variable, else 300. */
+   * participants before it fails with KILN_ERR_COLLECTIVE, and the longest
+   * a CPU shard_map device may go without progress (a step, an equation, a
+   * collective) before it is abandoned as stuck; finite and > 0, 0 means the
+   * variable, else 300. */
   double collective_timeout_s;
   /* KILN_COLLECTIVE_BUCKET_BYTES: on CUDA meshes a pytree's psum packs its
    * leaves into buckets of about this many bytes, one NCCL call each; an

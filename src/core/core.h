@@ -168,6 +168,16 @@ char *kcore_strdup(const char *s);
 void kcore_range_push(const char *name);
 void kcore_range_pop(void);
 
+/* ---- memory held for abandoned threads (hold.c) ----
+ * A runner that abandons a thread holds the ranges the thread may still
+ * touch (token: the runner's handle for that thread). An allocator about to
+ * free or reuse the block p of nbytes asks kcore_hold_defer_free first: true
+ * means the block is now kiln's to free, once no hold overlaps it (at
+ * kcore_hold_drop), and the caller must forget it. */
+void kcore_hold_add(const void *token, const void *p, size_t nbytes);
+bool kcore_hold_defer_free(void *p, size_t nbytes);
+void kcore_hold_drop(const void *token); /* the thread came back: frees what waited */
+
 /* Monotonic clock in nanoseconds. */
 uint64_t kcore_now_ns(void);
 

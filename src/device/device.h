@@ -116,6 +116,15 @@ typedef struct kdev_build {
   const kcore_config *config; /* dump dir, executor mode, matmul precision, log level */
 } kdev_build;
 
+/* A run that someone waits on: steps counts the steps done (its progress,
+ * so a stalled run can be told from a slow one); once *cancel is set, the
+ * run stops before its next step and writes no more (its caller gave up on
+ * it). */
+typedef struct kdev_watch {
+  _Atomic uint64_t steps;
+  const _Atomic bool *cancel;
+} kdev_watch;
+
 typedef struct kdev_exec_ops {
   /* Plans and compiles b->prog for dev. KILN_OK with *out NULL declines the
    * program (no compiler, say): the runtime runs the reference executor. */
@@ -124,8 +133,10 @@ typedef struct kdev_exec_ops {
    * the device; outs receive new arrays; donated inputs are deleted. */
   kiln_status (*run)(kdev_exec *x, struct kiln_array *const *args, struct kiln_array **outs);
   /* run_host: in/out are host views of the invars and outvars, outputs
-   * already allocated. */
-  kiln_status (*run_host)(kdev_exec *x, const struct kir_buffer *in, struct kir_buffer *out);
+   * already allocated; watch (NULL: none) is told of each step done and
+   * asked between steps whether to go on. */
+  kiln_status (*run_host)(kdev_exec *x, const struct kir_buffer *in, struct kir_buffer *out,
+                          kdev_watch *watch);
   /* run_host only: the donated invar whose memory output k takes (-1: none). */
   int (*output_donor)(const kdev_exec *x, int k);
   /* The plan, each step and every kernel source (malloc'ed). */

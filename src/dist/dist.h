@@ -180,6 +180,8 @@ struct kdist_device_run {
   kiln_status st;
   bool timed_out; /* a collective of this device timed out */
   _Atomic bool in_rendezvous;
+  kdev_watch watch; /* steps: equations, executable steps and collectives done;
+                       cancel: the run's `abandoned` */
   char msg[1024];
 };
 struct kdist_spmd_state;
@@ -230,6 +232,13 @@ typedef struct kdist_call {
   /* Whether device i waits in a rendezvous (it comes back by itself, so it
    * is not abandoned: the others get that long again). */
   bool (*waiting)(void *arg, int i);
+  /* Device i's progress: a count that moves with each step it finishes.
+   * While no device has finished, a grace(-1) in which no running device
+   * moved (none waiting) ends the call: all of them are stuck. */
+  uint64_t (*progress)(void *arg, int i);
+  /* Device i is being abandoned (called before its thread is detached and
+   * before the call returns): tell it to stop, hold what it may touch. */
+  kdist_work_fn give_up;
   /* Called by the thread of an abandoned device once fn returns (late):
    * it releases what the thread held. NULL: nothing to do. */
   kdist_work_fn left;

@@ -81,7 +81,12 @@ kiln_status kdist_frame_error(kdist_frame *f, const kir_eqn *e, int64_t stuck) {
       if (!f->left[d] && f->devs[d].st && (pass || f->devs[d].st != KILN_ERR_COLLECTIVE))
         first = &f->devs[d];
   if (stuck < 0) return first ? kcore_fail(first->st, "shard_map over %s: %s", mesh, first->msg) : KILN_OK;
+  bool all_left = true;
+  for (int64_t d = 0; d < f->run.n; d++) all_left &= f->left[d];
   if (first) snprintf(f->why, sizeof f->why, "%s", first->msg);
+  else if (all_left)
+    snprintf(f->why, sizeof f->why, "no device made progress for %g s (every one stuck in a "
+             "host callback, a kernel or BLAS?)", f->run.timeout_s);
   else snprintf(f->why, sizeof f->why, "device %lld did not finish within %g s of the others "
                 "(stuck in a host callback, a kernel or BLAS?)", (long long)stuck, f->run.timeout_s);
   char list[256] = "";

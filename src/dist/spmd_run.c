@@ -18,9 +18,14 @@
  * effects (host callbacks) run on the reference evaluators, fenced: on
  * memory of the frame's own that the caller copies in and out, so a late
  * device touches nothing of the caller's, and a host callback coming back
- * late stops its device at once. (A late kernel of a compiled body still
- * writes where it was told: the shards.) On a backend with collectives of
- * its own (CUDA: NCCL) every shard_map runs in lockstep (spmd_lockstep.c). */
+ * late stops its device at once. A compiled body's late device finishes the
+ * step it was stuck in (a kernel, a BLAS call: its pointers are taken) and
+ * stops before the next; the caller's memory its shards are views of is
+ * held from reuse until it is back (kcore_hold_add). A device that makes no
+ * progress (no step, no equation, no collective) for the timeout while none
+ * has finished is stuck too: so a call whose every device is stuck outside
+ * collectives ends as well. On a backend with collectives of its own (CUDA:
+ * NCCL) every shard_map runs in lockstep (spmd_lockstep.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -85,6 +90,7 @@ static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir
   atomic_store(&dr->in_rendezvous, true);
   st = kdist_cpu_collective(g, rank, set->size, e, in, out);
   atomic_store(&dr->in_rendezvous, false);
+  atomic_fetch_add(&dr->watch.steps, 1);
   if (st == KILN_ERR_COLLECTIVE && kcpu_coll_timed_out(g)) dr->timed_out = true;
   return st;
 }
@@ -109,6 +115,16 @@ static kiln_status eval_device_host_callback(const kir_eqn *e, const kir_buffer 
   return st;
 }
 
+/* Any other equation, counted as the device's progress. */
+static kiln_status eval_device_counted(const kir_eqn *e, const kir_buffer *in, kir_buffer *out,
+                                       void *ctx) {
+  const kir_eval_env *env = ctx;
+  const device_slot *slot = env->user;
+  kiln_status st = kir_reference_evals()->fn[e->prim](e, in, out, ctx);
+  atomic_fetch_add(&slot->cur->watch.steps, 1);
+  return st;
+}
+
 /* ---- one thread per device ---- */
 
 static kir_eval_table device_table;
@@ -119,6 +135,8 @@ static void device_table_build(void) {
   for (int p = 0; p < KIR_NUM_PRIMS; p++)
     if (kir_prim_get((kir_prim)p)->family == KIR_FAMILY_COLLECTIVE && p != KIR_PRIM_SHARD_MAP)
       device_table.fn[p] = eval_device_collective;
+    else if (device_table.fn[p])
+      device_table.fn[p] = eval_device_counted;
   /* A shard_map nested in a body runs in lockstep inside its device. */
   device_table.fn[KIR_PRIM_SHARD_MAP] = kir_reference_evals()->fn[KIR_PRIM_SHARD_MAP];
   device_table.fn[KIR_PRIM_HOST_CALLBACK] = eval_device_host_callback;
@@ -135,7 +153,7 @@ static void device_abandon(device_run *dr, const char *why) {
 
 static void device_main(void *arg, int i) {
   device_run *dr = &((spmd_frame *)arg)->devs[i];
-  dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out)
+  dr->st = dr->x ? dr->ops->run_host(dr->x, dr->in, dr->out, &dr->watch)
                  : kir_eval_program(&dr->env, dr->body, dr->in, dr->out);
   if (dr->st) {
     /* A collective's failure names its devices itself. */
@@ -158,13 +176,32 @@ static bool device_waiting(void *arg, int i) {
   return atomic_load(&((spmd_frame *)arg)->devs[i].in_rendezvous);
 }
 
+static uint64_t device_progress(void *arg, int i) {
+  return atomic_load(&((spmd_frame *)arg)->devs[i].watch.steps);
+}
+
+/* Device i is left behind: it stops before its next step (its executable
+ * and host callbacks look at `abandoned`), and the memory of the caller's
+ * that its shards are views of is held (kcore_hold_add) until it is back:
+ * the step it is stuck in may still write there once it returns. */
+static void device_give_up(void *arg, int i) {
+  spmd_frame *f = arg;
+  device_run *dr = &f->devs[i];
+  atomic_store(&f->run.abandoned, true);
+  for (size_t k = 0; k < f->nio; k++)
+    if (dr->in[k].data != f->own[(size_t)i * f->nio + k])
+      kcore_hold_add(dr, dr->in[k].data, dr->in[k].nbytes);
+}
+
 static void state_unref(spmd_state *s);
 
-/* An abandoned device's thread, back: drops the reference that kept the
- * frame (and so its groups and executables) alive. */
+/* An abandoned device's thread, back: releases the memory held for it and
+ * drops the reference that kept the frame (and so its groups and
+ * executables) alive. */
 static void device_left(void *arg, int i) {
-  (void)i;
-  state_unref(((spmd_frame *)arg)->state);
+  spmd_frame *f = arg;
+  kcore_hold_drop(&f->devs[i]);
+  state_unref(f->state);
 }
 
 /* ---- the per-device executables, cached by body text ---- */
@@ -289,6 +326,7 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     device_run *dr = &f->devs[d];
     dr->env = *env, dr->own.cur = dr, dr->st = KILN_OK, dr->timed_out = false, dr->msg[0] = 0;
+    dr->watch.cancel = &f->run.abandoned;
     dr->env.table = &device_table, dr->env.user = &dr->own;
     if (hosts) dr->env.host_user = &f->hosts;
     if (entry) {
@@ -299,14 +337,14 @@ static kiln_status frame_run(spmd_frame *f, spmd_state *state, const kir_eval_en
       st = kdist_frame_bind(f, d, k, k < (size_t)n_in ? &in[k] : &out[k - (size_t)n_in], in, n_in);
   }
   if (st) return st;
-  kdist_call call = {device_main, device_grace, device_waiting, state ? device_left : NULL, f};
+  kdist_call call = {device_main,     device_grace,   device_waiting,
+                     device_progress, device_give_up, device_left,    f};
   /* Every device holds a reference for the call; the abandoned keep theirs. */
   if (state) atomic_fetch_add(&state->refs, f->run.n);
   st = kdist_workers_run(state ? state->workers : NULL, (int)f->run.n, &call, f->left);
   int64_t n_left = 0;
   for (int64_t d = 0; !st && d < f->run.n; d++)
     if (f->left[d] && n_left++ == 0) *stuck = d;
-  if (n_left) atomic_store(&f->run.abandoned, true);
   if (state) atomic_fetch_sub(&state->refs, f->run.n - n_left);
   if (!st) st = kdist_frame_error(f, e, *stuck);
   for (int k = 0; !st && in && k < body->n_outvars; k++)

@@ -22,6 +22,7 @@ struct kdist_workers {
   bool *finished;       /* per index of the current call */
   bool *noted;          /* per index: its grace was taken (the caller's) */
   bool *abandoned;      /* per thread: left inside a call, detached */
+  uint64_t *seen;       /* per index: its progress at the last look */
   int refs;             /* the owner's and one per abandoned thread still running */
   int stuck;            /* the first index a call left behind; -1: none */
   pthread_mutex_t busy; /* held by the call that owns the workers */
@@ -45,7 +46,7 @@ static void workers_destroy(kdist_workers *w) {
   pthread_cond_destroy(&w->done);
   pthread_mutex_destroy(&w->mu);
   pthread_mutex_destroy(&w->busy);
-  free(w->threads), free(w->finished), free(w->noted), free(w->abandoned);
+  free(w->threads), free(w->finished), free(w->noted), free(w->abandoned), free(w->seen);
   free(w);
 }
 
@@ -97,9 +98,10 @@ kiln_status kdist_workers_new(int n, kdist_workers **out) {
     w->finished = calloc(cells, sizeof *w->finished);
     w->noted = calloc(cells, sizeof *w->noted);
     w->abandoned = calloc(cells, sizeof *w->abandoned);
+    w->seen = calloc(cells, sizeof *w->seen);
   }
-  if (!w || !w->threads || !w->finished || !w->noted || !w->abandoned) {
-    if (w) free(w->threads), free(w->finished), free(w->noted), free(w->abandoned);
+  if (!w || !w->threads || !w->finished || !w->noted || !w->abandoned || !w->seen) {
+    if (w) free(w->threads), free(w->finished), free(w->noted), free(w->abandoned), free(w->seen);
     free(w);
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   }
@@ -172,11 +174,13 @@ static void run_on(kdist_workers *w, int n, const kdist_call *c, bool *left) {
   for (int i = 0; i < n; i++) w->finished[i] = w->noted[i] = false;
   w->gen++;
   pthread_cond_broadcast(&w->wake);
-  struct timespec deadline;
-  bool timed = false;
+  /* Until a device finishes, the clock runs from the start: a period of
+   * grace(-1) in which no running device moves means all are stuck. */
+  struct timespec deadline = deadline_after(c->grace(c->arg, -1));
+  bool timed = false, moved = false;
+  for (int i = 0; i < n; i++) w->seen[i] = c->progress(c->arg, i);
   while (w->pending) {
-    int rc = timed ? pthread_cond_timedwait(&w->done, &w->mu, &deadline)
-                   : pthread_cond_wait(&w->done, &w->mu);
+    int rc = pthread_cond_timedwait(&w->done, &w->mu, &deadline);
     /* Each device that finished bounds how long the others may take. */
     for (int i = 0; i < n; i++)
       if (w->finished[i] && !w->noted[i]) {
@@ -187,16 +191,24 @@ static void run_on(kdist_workers *w, int n, const kdist_call *c, bool *left) {
       }
     if (rc != ETIMEDOUT || !w->pending) continue;
     /* A device waiting in a rendezvous comes back by itself (its wait is
-     * bounded): give it that time again before judging the others. */
+     * bounded): give it that time again before judging the others; so does
+     * one that moved while none has finished. */
     bool waiting = false;
     for (int i = 0; i < n && !waiting; i++) waiting = !w->finished[i] && c->waiting(c->arg, i);
-    if (waiting) {
+    for (int i = 0; !timed && i < n; i++) {
+      uint64_t now = c->progress(c->arg, i);
+      moved |= !w->finished[i] && now != w->seen[i];
+      w->seen[i] = now;
+    }
+    if (waiting || (!timed && moved)) {
+      moved = false;
       deadline = deadline_after(c->grace(c->arg, -1));
       continue;
     }
     for (int i = 0; i < n; i++)
       if (!w->finished[i]) {
         w->abandoned[i] = left[i] = true;
+        c->give_up(c->arg, i);
         w->refs++;
         if (w->stuck < 0) w->stuck = i;
         pthread_detach(w->threads[i]);

@@ -218,7 +218,7 @@ static kiln_status krt_execute_unranged(const kiln_compiled *c, kiln_array *cons
   if (!st) st = krt_stage_inputs(&k);
   if (!st) st = krt_prepare_outputs(&k);
   if (!st && c->exec)
-    st = c->exec_ops->run_host(c->exec, k.in, k.out);
+    st = c->exec_ops->run_host(c->exec, k.in, k.out, NULL);
   else if (!st)
     st = kir_eval_program(&c->env, c->p.prog, k.in, k.out);
   if (!st) st = krt_finish_outputs(&k);

@@ -121,7 +121,9 @@ static kiln_status kcpu_alloc(kiln_device *dev, size_t nbytes, kdev_buffer *out)
 static void kcpu_release(kiln_device *dev, kdev_buffer *buf) {
   kcpu_device *d = kcpu_impl(dev);
   size_t rounded = kcpu_rounded(buf->nbytes);
-  if (buf->ptr && rounded >= KCPU_KEEP_MIN) kcpu_keep(d, (void *)buf->ptr, rounded);
+  /* Memory an abandoned device thread may still touch is never reused. */
+  if (kcore_hold_defer_free((void *)buf->ptr, buf->nbytes)) (void)0;
+  else if (buf->ptr && rounded >= KCPU_KEEP_MIN) kcpu_keep(d, (void *)buf->ptr, rounded);
   else free((void *)buf->ptr);
   atomic_fetch_sub(&d->reserved, buf->nbytes);
 }

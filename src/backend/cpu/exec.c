@@ -298,7 +298,10 @@ static void kcpu_copy_outputs(const kcpu_run *r) {
     }
 }
 
-static kiln_status kcpu_exec_run_host(kdev_exec *x, const kir_buffer *in, kir_buffer *out) {
+static bool kcpu_cancelled(const kdev_watch *w) { return w && w->cancel && atomic_load(w->cancel); }
+
+static kiln_status kcpu_exec_run_host(kdev_exec *x, const kir_buffer *in, kir_buffer *out,
+                                      kdev_watch *watch) {
   kcpu_run r = {x, in, out, NULL};
   size_t arena = x->plan->arena_bytes;
   if (arena && !(r.arena = atomic_exchange(&x->arena, NULL)) &&
@@ -307,13 +310,22 @@ static kiln_status kcpu_exec_run_host(kdev_exec *x, const kir_buffer *in, kir_bu
     return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "execute: out of host memory for %zu temporary bytes",
                       arena);
   kiln_status st = KILN_OK;
-  for (int i = 0; i < x->n_steps && !st; i++)
-    st = x->steps[i].fn ? kcpu_run_kernel(&r, &x->steps[i])
-                        : kfuse_eval_group(x->prog, x->plan, x->steps[i].g, &x->env, kcpu_addr_of,
-                                           &r);
+  for (int i = 0; i < x->n_steps && !st; i++) {
+    if (kcpu_cancelled(watch))
+      st = kcore_fail(KILN_ERR_COLLECTIVE, "execute: given up by its caller before step %d", i);
+    else
+      st = x->steps[i].fn ? kcpu_run_kernel(&r, &x->steps[i])
+                          : kfuse_eval_group(x->prog, x->plan, x->steps[i].g, &x->env,
+                                             kcpu_addr_of, &r);
+    if (watch) atomic_fetch_add(&watch->steps, 1);
+  }
+  if (!st && kcpu_cancelled(watch)) st = kcore_fail(KILN_ERR_COLLECTIVE, "execute: given up by its caller");
   if (!st) kcpu_copy_outputs(&r);
+  /* An arena that a thread given up on may still write is not reused. */
   void *none = NULL;
-  if (r.arena && !atomic_compare_exchange_strong(&x->arena, &none, r.arena)) free(r.arena);
+  if (r.arena && !kcore_hold_defer_free(r.arena, arena) &&
+      !atomic_compare_exchange_strong(&x->arena, &none, r.arena))
+    free(r.arena);
   return st;
 }
 

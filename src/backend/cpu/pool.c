@@ -121,12 +121,23 @@ kiln_status kcpu_pool_new(int n_threads, kcpu_pool **out) {
   return KILN_OK;
 }
 
+/* A pool still inside a parallel_for belongs to a device thread that was
+ * abandoned in a kernel (see dist's shard_map runner): joining would wait
+ * for it, maybe for ever, and freeing would pull the pool from under it when
+ * it comes back. Its threads are told to stop and detached, and the pool's
+ * memory is left to them. */
 void kcpu_pool_free(kcpu_pool *p) {
   if (!p) return;
+  bool busy = pthread_mutex_trylock(&p->run_mu) != 0;
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->stop, true);
   pthread_cond_broadcast(&p->work);
   pthread_mutex_unlock(&p->mu);
+  if (busy) {
+    for (int k = 1; p->workers && k < p->n_threads; k++) pthread_detach(p->workers[k]);
+    return;
+  }
+  pthread_mutex_unlock(&p->run_mu);
   for (int k = 1; p->workers && k < p->n_threads; k++) pthread_join(p->workers[k], NULL);
   pthread_cond_destroy(&p->work);
   pthread_cond_destroy(&p->done);
