@@ -677,8 +677,8 @@ TEST(Jit, DumpDirHoldsEveryCudaKernelWhenLoweringWithoutADevice) {
 
 // kiln_lowered_text takes "<backend>:<arch>" through the table of registered
 // backends: cuda:sm_90 gives what kiln_lowered_cuda_text(90) gives; a target
-// naming no backend or no architecture, or a backend that lowers only for its
-// own devices, is refused naming it.
+// naming no backend or no architecture is refused naming it; cpu:host gives
+// the C kernels.
 TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
   SumsJit s("");
   kiln_lowered *l = s.Lower();
@@ -695,9 +695,17 @@ TEST(Jit, LoweredTextForATargetGoesThroughTheBackendTable) {
   EXPECT_EQ(kiln_lowered_text(l, "cuda:sm_9x", &bad), KILN_ERR_ARGUMENT);
   EXPECT_TRUE(Contains(kiln_last_error(), "sm_9x is not a CUDA architecture")) << kiln_last_error();
   EXPECT_EQ(kiln_lowered_cuda_text(l, 20, &bad), KILN_ERR_ARGUMENT);
-  EXPECT_EQ(kiln_lowered_text(l, "cpu:x86_64", &bad), KILN_ERR_UNIMPLEMENTED);
-  EXPECT_TRUE(Contains(kiln_last_error(), "kiln_compiled_as_text")) << kiln_last_error();
+  EXPECT_EQ(kiln_lowered_text(l, "cpu:riscv", &bad), KILN_ERR_ARGUMENT);
+  EXPECT_TRUE(Contains(kiln_last_error(), "the C target compiles for this host only"))
+      << kiln_last_error();
   EXPECT_EQ(bad, nullptr);
+  // cpu:host: the plan and the C kernels the CPU devices compile.
+  char *c = nullptr;
+  ASSERT_EQ(kiln_lowered_text(l, "cpu:host", &c), KILN_OK) << kiln_last_error();
+  EXPECT_TRUE(Contains(c, "C, ")) << c;
+  EXPECT_TRUE(Contains(c, "kiln_kernel_args")) << c;
+  EXPECT_FALSE(Contains(c, "__global__")) << c;
+  free(c);
   free(a);
   free(b);
   kiln_lowered_free(l);

@@ -80,13 +80,13 @@ kiln_status kiln_make_jaxpr(kiln_ctx *ctx, const kiln_func *f, const kiln_tree *
 kiln_status kiln_jit_lower(kiln_jit *j, const kiln_tree *args, kiln_lowered **out);
 kiln_status kiln_lowered_as_text(const kiln_lowered *l, char **text);
 kiln_status kiln_lowered_compile(kiln_lowered *l, kiln_compiled **out);
-/* Lowers for a target, "<backend>:<architecture>" ("cuda:sm_90"), with or
- * without its device present: runs the passes, plans the fusion and returns
- * the plan and every kernel source (malloc'ed), as kiln_lowered_cuda_text
- * below describes for CUDA. A target naming no registered backend, or no
- * architecture, is KILN_ERR_ARGUMENT; a backend that lowers only for its own
- * devices (cpu: compile, then kiln_compiled_as_text) is
- * KILN_ERR_UNIMPLEMENTED. */
+/* Lowers for a target, "<backend>:<architecture>" ("cuda:sm_90", or
+ * "cpu:host" — also "cpu:c" or "cpu:x86_64" — for the C kernels the CPU
+ * devices compile), with or without its device present: runs the passes,
+ * plans the fusion and returns the plan and every kernel source (malloc'ed),
+ * as kiln_lowered_cuda_text below describes for CUDA. A target naming no
+ * registered backend, or no architecture the backend targets, is
+ * KILN_ERR_ARGUMENT. */
 kiln_status kiln_lowered_text(kiln_lowered *l, const char *target, char **text);
 /* Lowers for a CUDA architecture, with or without a GPU present: runs the
  * passes, plans the fusion and emits every fused kernel as CUDA C for

@@ -9,8 +9,8 @@
 
 /* In the order `auto` tries them: the first that opens serves. */
 static const krt_backend_entry krt_backends[] = {
-    {"cuda", KILN_BACKEND_CUDA, kcuda_backend_open, kcuda_lowered_text},
-    {"cpu", KILN_BACKEND_CPU, kcpu_backend_open, NULL},
+    {"cuda", KILN_BACKEND_CUDA, kcuda_backend_open, kcuda_lowered_text, "sm_90"},
+    {"cpu", KILN_BACKEND_CPU, kcpu_backend_open, kcpu_lowered_text, "host"},
 };
 
 #define KRT_N_BACKENDS ((int)(sizeof krt_backends / sizeof krt_backends[0]))
@@ -58,15 +58,16 @@ kiln_status krt_lower_text(krt_program *p, const char *target, char **text) {
   const krt_backend_entry *e = krt_backend_find(target, len);
   if (!e)
     return kcore_fail(KILN_ERR_ARGUMENT,
-                      "target '%s' names no registered backend (expected cuda:sm_<XY>)", target);
+                      "target '%s' names no registered backend (expected cuda:sm_<XY> or cpu:host)",
+                      target);
   if (!e->lower_text)
     return kcore_fail(KILN_ERR_UNIMPLEMENTED,
                       "target '%s': the %s backend lowers only when compiling for one of its "
                       "devices (kiln_lowered_compile, then kiln_compiled_as_text)",
                       target, e->name);
   if (!colon || !colon[1])
-    return kcore_fail(KILN_ERR_ARGUMENT, "target '%s' names no architecture (e.g. %s:sm_90)",
-                      target, e->name);
+    return kcore_fail(KILN_ERR_ARGUMENT, "target '%s' names no architecture (e.g. %s:%s)",
+                      target, e->name, e->example_arch);
   /* The passes compile runs for a fusing executor (they are idempotent). */
   kiln_status st = krt_run_passes(p, true);
   kcache *cache = NULL;

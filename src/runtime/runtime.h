@@ -135,6 +135,7 @@ typedef struct krt_backend_entry {
    * device present: the plan and every kernel source. NULL: none. */
   kiln_status (*lower_text)(const kcore_config *config, kcache *cache, const kir_program *p,
                             const bool *donated, const char *arch, char **text);
+  const char *example_arch; /* for messages: "sm_90", "host" */
 } krt_backend_entry;
 /* The entry named name[0..len) (NULL: none). */
 const krt_backend_entry *krt_backend_find(const char *name, size_t len);

@@ -20,6 +20,10 @@ kiln_status kcpu_state_new(const kdev_backend *b, kcpu_state **out);
 void kcpu_state_free(kcpu_state *s);
 /* The C target's executables, run on host views (run_host). */
 extern const kdev_exec_ops kcpu_exec_ops;
+/* The plan and every C kernel source for arch "host", "c" or this host's
+ * architecture ("x86_64"), with no device (lower_text.c). */
+kiln_status kcpu_lowered_text(const kcore_config *config, kcache *cache, const kir_program *p,
+                              const bool *donated, const char *arch, char **text);
 /* ==== end of executables ==== */
 
 /* Buffers are aligned for the widest vector loads the C target emits. */
