@@ -4,9 +4,13 @@ as their u32 key data: the key's trailing dimension(s) ride along."""
 from ._jaxpr_text import (KilnLacks, TranslatorLacks, boolean, dtype_name, ints, is_key,
                           physical_shape)
 
-# Elementwise primitives kiln spells as JAX does, with no params.
+# Elementwise primitives kiln spells as JAX does, with no params: every
+# elementwise record of src/ir/elementwise_*.def without params except copy
+# and select_n, which have rules of their own below (tests/test_ops_records.cc
+# checks this list against the records).
 PLAIN = """neg abs sign floor ceil exp exp2 expm1 log log1p sqrt rsqrt cbrt tanh logistic
 sin cos tan asin acos atan sinh cosh asinh acosh atanh erf erfc erf_inv lgamma digamma
+bessel_i0e bessel_i1e
 is_finite not population_count square stop_gradient add sub mul div rem pow max min atan2
 and or xor shift_left shift_right_logical shift_right_arithmetic nextafter eq ne lt le gt ge
 clamp""".split()

@@ -317,9 +317,19 @@ typedef struct kcg_uses {
   bool special; /* kernels/special.h's functions */
 } kcg_uses;
 
+/* Whether kernels/special.h defines the function ident[0, n): the text
+ * names it followed by '(' after a space (its definition, or a call from
+ * another of its functions), so a new special function needs no list. */
+static bool kcg_special_defines(const char *ident, size_t n) {
+  const char *special = kcg_embedded_source("special.h");
+  for (const char *p = special; (p = strstr(p, " kiln_")) != NULL; p++)
+    if (!strncmp(p + 1, ident, n) && p[1 + n] == '(') return true;
+  return false;
+}
+
 /* Marks what the kiln_ identifiers of text name: an integer type by the
  * suffix of a helper (kiln_add_i32, kiln_f32_to_u8; the type names such as
- * kiln_i64 need no helper), special.h by name. */
+ * kiln_i64 need no helper), special.h by what it defines. */
 static void kcg_scan_uses(const char *text, kcg_uses *u) {
   for (const char *p = text ? text : ""; *p;) {
     if (!kcg_ident_char(*p)) {
@@ -330,9 +340,7 @@ static void kcg_scan_uses(const char *text, kcg_uses *u) {
     while (kcg_ident_char(*p)) p++;
     size_t n = (size_t)(p - start);
     if (n < 5 || strncmp(start, "kiln_", 5) != 0) continue;
-    if ((n >= 12 && !strncmp(start, "kiln_digamma", 12)) ||
-        (n >= 21 && !strncmp(start, "kiln_reduce_precision", 21)))
-      u->special = true;
+    if (!u->special && kcg_special_defines(start, n)) u->special = true;
     for (int i = 0; i < KCG_NUM_INT_SFX; i++) {
       size_t k = strlen(kcg_int_sfx[i]);
       if (n > k + 6 && start[n - k - 1] == '_' && !strncmp(start + n - k, kcg_int_sfx[i], k))

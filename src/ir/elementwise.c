@@ -1,81 +1,34 @@
-/* Elementwise primitives: the dtypes each accepts and their shape/dtype
- * rules (lax semantics). Their reference evaluators are elementwise_eval.c
- * and its scalar ops, their autodiff rules elementwise_ad.c, their batching
- * elementwise_batch.c. */
+/* Elementwise primitives' shape/dtype rules (lax semantics), with the dtypes
+ * each accepts from its record (elementwise_*.def). Their reference
+ * evaluators are elementwise_eval.c and its scalar ops, their autodiff rules
+ * elementwise_ad.c, their batching elementwise_batch.c. */
 #include <string.h>
 
 #include "core/core.h"
 #include "ir/ir.h"
 
-/* The dtypes each unary/n-ary primitive accepts (lax's accepted_dtypes;
- * complex types do not exist in kiln). */
+/* The dtypes each unary/n-ary primitive accepts (its record's accepts
+ * column: lax's accepted_dtypes; complex types do not exist in kiln). */
+#define KIR_EW_DT_ANY KIR_DT_ANY
+#define KIR_EW_DT_NUM KIR_DT_NUM
+#define KIR_EW_DT_FLOAT KIR_DT_FLOAT
+#define KIR_EW_DT_INT KIR_DT_INT
+#define KIR_EW_DT_SIGNED (KIR_DT_SINT | KIR_DT_FLOAT)
+#define KIR_EW_DT_BITS (KIR_DT_BOOL | KIR_DT_INT)
+#define KIR_EW_DT_OWN 0u /* the row's rule checks dtypes itself */
 static const unsigned kir_accepts[KIR_NUM_PRIMS] = {
-    [KIR_PRIM_NEG] = KIR_DT_NUM,
-    [KIR_PRIM_ABS] = KIR_DT_SINT | KIR_DT_FLOAT,
-    [KIR_PRIM_SIGN] = KIR_DT_NUM,
-    [KIR_PRIM_FLOOR] = KIR_DT_FLOAT,
-    [KIR_PRIM_CEIL] = KIR_DT_FLOAT,
-    [KIR_PRIM_ROUND] = KIR_DT_FLOAT,
-    [KIR_PRIM_EXP] = KIR_DT_FLOAT,
-    [KIR_PRIM_EXP2] = KIR_DT_FLOAT,
-    [KIR_PRIM_EXPM1] = KIR_DT_FLOAT,
-    [KIR_PRIM_LOG] = KIR_DT_FLOAT,
-    [KIR_PRIM_LOG1P] = KIR_DT_FLOAT,
-    [KIR_PRIM_SQRT] = KIR_DT_FLOAT,
-    [KIR_PRIM_RSQRT] = KIR_DT_FLOAT,
-    [KIR_PRIM_CBRT] = KIR_DT_FLOAT,
-    [KIR_PRIM_TANH] = KIR_DT_FLOAT,
-    [KIR_PRIM_LOGISTIC] = KIR_DT_FLOAT,
-    [KIR_PRIM_SIN] = KIR_DT_FLOAT,
-    [KIR_PRIM_COS] = KIR_DT_FLOAT,
-    [KIR_PRIM_TAN] = KIR_DT_FLOAT,
-    [KIR_PRIM_ASIN] = KIR_DT_FLOAT,
-    [KIR_PRIM_ACOS] = KIR_DT_FLOAT,
-    [KIR_PRIM_ATAN] = KIR_DT_FLOAT,
-    [KIR_PRIM_SINH] = KIR_DT_FLOAT,
-    [KIR_PRIM_COSH] = KIR_DT_FLOAT,
-    [KIR_PRIM_ASINH] = KIR_DT_FLOAT,
-    [KIR_PRIM_ACOSH] = KIR_DT_FLOAT,
-    [KIR_PRIM_ATANH] = KIR_DT_FLOAT,
-    [KIR_PRIM_ERF] = KIR_DT_FLOAT,
-    [KIR_PRIM_ERF_INV] = KIR_DT_FLOAT,
-    [KIR_PRIM_IS_FINITE] = KIR_DT_FLOAT,
-    [KIR_PRIM_NOT] = KIR_DT_BOOL | KIR_DT_INT,
-    [KIR_PRIM_POPULATION_COUNT] = KIR_DT_INT,
-    [KIR_PRIM_STOP_GRADIENT] = KIR_DT_ANY,
-    [KIR_PRIM_SQUARE] = KIR_DT_NUM,
-    [KIR_PRIM_INTEGER_POW] = KIR_DT_NUM,
-    [KIR_PRIM_ERFC] = KIR_DT_FLOAT,
-    [KIR_PRIM_LGAMMA] = KIR_DT_FLOAT,
-    [KIR_PRIM_DIGAMMA] = KIR_DT_FLOAT,
-    [KIR_PRIM_REDUCE_PRECISION] = KIR_DT_FLOAT,
-    [KIR_PRIM_COPY] = KIR_DT_ANY,
-    [KIR_PRIM_ADD] = KIR_DT_NUM,
-    [KIR_PRIM_SUB] = KIR_DT_NUM,
-    [KIR_PRIM_MUL] = KIR_DT_NUM,
-    [KIR_PRIM_DIV] = KIR_DT_NUM,
-    [KIR_PRIM_REM] = KIR_DT_NUM,
-    [KIR_PRIM_MAX] = KIR_DT_ANY,
-    [KIR_PRIM_MIN] = KIR_DT_ANY,
-    [KIR_PRIM_ATAN2] = KIR_DT_FLOAT,
-    [KIR_PRIM_AND] = KIR_DT_BOOL | KIR_DT_INT,
-    [KIR_PRIM_OR] = KIR_DT_BOOL | KIR_DT_INT,
-    [KIR_PRIM_XOR] = KIR_DT_BOOL | KIR_DT_INT,
-    [KIR_PRIM_SHIFT_LEFT] = KIR_DT_INT,
-    [KIR_PRIM_SHIFT_RIGHT_LOGICAL] = KIR_DT_INT,
-    [KIR_PRIM_SHIFT_RIGHT_ARITHMETIC] = KIR_DT_INT,
-    [KIR_PRIM_NEXTAFTER] = KIR_DT_FLOAT,
-    [KIR_PRIM_EQ] = KIR_DT_ANY,
-    [KIR_PRIM_NE] = KIR_DT_ANY,
-    [KIR_PRIM_LT] = KIR_DT_ANY,
-    [KIR_PRIM_LE] = KIR_DT_ANY,
-    [KIR_PRIM_GT] = KIR_DT_ANY,
-    [KIR_PRIM_GE] = KIR_DT_ANY,
+#define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  [KIR_PRIM_##ID] = KIR_EW_DT_##accepts,
+#include "ir/prims.def"
+#undef KIR_PRIM
+#undef KIR_ELEMENTWISE
 };
 
 static unsigned kir_accepted(kir_prim prim) {
   unsigned c = kir_accepts[prim];
-  KCORE_ASSERT(c != 0); /* a prim routed to these rules needs its row above */
+  KCORE_ASSERT(c != 0); /* a prim routed to these rules needs an accepts class */
   return c;
 }
 

@@ -298,7 +298,20 @@ static kiln_status kir_eval_select_n(const kir_eqn *e, const kir_buffer *in, kir
 void kir_elementwise_evals(kir_eval_table *t) {
   for (int p = 0; p < KIR_NUM_PRIMS; p++)
     if (kir_ew_float_rows[p] || kir_ew_int_rows[p]) t->fn[p] = kir_eval_map;
-  t->fn[KIR_PRIM_SELECT_N] = kir_eval_select_n;
-  t->fn[KIR_PRIM_CONVERT_ELEMENT_TYPE] = kir_eval_convert_element_type;
-  t->fn[KIR_PRIM_BITCAST_CONVERT_TYPE] = kir_eval_bitcast_convert_type;
+  /* records whose evaluator takes the whole equation (eval_float EQN) */
+#define KIR_EW_EQN_EQN(ID, name) t->fn[KIR_PRIM_##ID] = kir_eval_##name;
+#define KIR_EW_EQN_F1(ID, name)
+#define KIR_EW_EQN_F2(ID, name)
+#define KIR_EW_EQN_FB1(ID, name)
+#define KIR_EW_EQN_FB2(ID, name)
+#define KIR_EW_EQN_SPELLED(ID, name)
+#define KIR_EW_EQN_OWN(ID, name)
+#define KIR_EW_EQN_NONE(ID, name)
+#define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  KIR_EW_EQN_##eval_float(ID, name)
+#include "ir/prims.def"
+#undef KIR_ELEMENTWISE
+#undef KIR_PRIM
 }

@@ -1,5 +1,6 @@
 /* The elementwise reference evaluators' float ops, as XLA:CPU computes them
- * (see elementwise_eval.h), and their rows. */
+ * (see elementwise_eval.h), and their rows, generated from the records'
+ * eval_float column. */
 #include "ir/elementwise_eval.h"
 #include "prng/prng.h"
 #include "../../kernels/special.h"
@@ -75,19 +76,6 @@ static inline double kir_ew_f_erf_inv(const kir_ew_op *op, double a) {
   return op->dtype == KILN_F64 ? kprng_erf_inv_f64(a) : (double)kprng_erf_inv_f32((float)a);
 }
 
-/* The libm-backed transcendentals: f(a) with DAZ, rounded as XLA rounds. */
-/* clang-format off */
-#define KIR_EW_LIBM(X)                                                                         \
-  X(exp) X(expm1) X(log) X(log1p) X(cbrt) X(tanh) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) \
-  X(asinh) X(acosh) X(atanh) X(erf) X(erfc) X(lgamma)
-/* clang-format on */
-#define KIR_EW_DEFINE_LIBM(fn)                                        \
-  static inline double kir_ew_f_##fn(const kir_ew_op *op, double a) { \
-    return kir_ew_math(op->dtype, fn(kir_ew_daz(op->dtype, a)));      \
-  }
-KIR_EW_LIBM(KIR_EW_DEFINE_LIBM)
-#undef KIR_EW_DEFINE_LIBM
-
 /* JAX lowers sinh and cosh through chlo, which computes them from
  * e^(x + log(1/2)) and e^(log(1/2) - x); rounding the sums costs a few ulps
  * for large |x|, so the same steps are taken here (in f32 for the half
@@ -146,11 +134,6 @@ static inline double kir_ew_f_integer_pow(const kir_ew_op *op, double a) {
     if (k > 1) a = kir_ew_to_dtype(op->dtype, kir_ew_f_mul(op, a, a));
   }
   return y < 0 ? kir_ew_f_div(op, 1.0, acc) : acc;
-}
-
-/* XLA's digamma in double (kernels/special.h), rounded as XLA rounds. */
-static inline double kir_ew_f_digamma(const kir_ew_op *op, double a) {
-  return kir_ew_math(op->dtype, kiln_digamma_f64(kir_ew_daz(op->dtype, a)));
 }
 
 /* On the dtype's own format: f16 and bf16 are exact in the double. */
@@ -245,26 +228,31 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_FCMP)
 
 /* ---- rows ---- */
 
-/* X(PRIM, scalar op, row shape) */
-/* clang-format off */
-#define KIR_EW_FLOAT_OPS(X)                                                                 \
-  X(NEG, f_neg, F1) X(ABS, f_abs, F1) X(SIGN, f_sign, F1) X(FLOOR, f_floor, F1)             \
-  X(CEIL, f_ceil, F1) X(ROUND, f_round, F1) X(EXP, f_exp, F1) X(EXP2, f_exp2, F1)           \
-  X(EXPM1, f_expm1, F1) X(LOG, f_log, F1) X(LOG1P, f_log1p, F1) X(SQRT, f_sqrt, F1)         \
-  X(RSQRT, f_rsqrt, F1) X(CBRT, f_cbrt, F1) X(TANH, f_tanh, F1) X(LOGISTIC, f_logistic, F1) \
-  X(SIN, f_sin, F1) X(COS, f_cos, F1) X(TAN, f_tan, F1) X(ASIN, f_asin, F1)                 \
-  X(ACOS, f_acos, F1) X(ATAN, f_atan, F1) X(SINH, f_sinh, F1) X(COSH, f_cosh, F1)           \
-  X(ASINH, f_asinh, F1) X(ACOSH, f_acosh, F1) X(ATANH, f_atanh, F1) X(ERF, f_erf, F1)       \
-  X(ERF_INV, f_erf_inv, F1) X(IS_FINITE, f_is_finite, FB1) X(ADD, f_add, F2)                \
-  X(SUB, f_sub, F2) X(MUL, f_mul, F2) X(DIV, f_div, F2) X(REM, f_rem, F2) X(MAX, f_max, F2) \
-  X(MIN, f_min, F2) X(ATAN2, f_atan2, F2) X(NEXTAFTER, f_nextafter, F2) X(EQ, f_eq, FB2)    \
-  X(NE, f_ne, FB2) X(LT, f_lt, FB2) X(LE, f_le, FB2) X(GT, f_gt, FB2) X(GE, f_ge, FB2)    \
-  X(STOP_GRADIENT, f_stop_gradient, F1) X(SQUARE, f_square, F1)                             \
-  X(INTEGER_POW, f_integer_pow, F1) X(ERFC, f_erfc, F1) X(LGAMMA, f_lgamma, F1)             \
-  X(DIGAMMA, f_digamma, F1) X(REDUCE_PRECISION, f_reduce_precision, F1) X(COPY, f_copy, F1)
-/* clang-format on */
+/* The SPELLED records' ops: c_float's <math.h> function, or the helper of
+ * kernels/special.h in double, under DAZ, rounded as XLA rounds. */
+#define KIR_EW_CALL_MATH(f) f
+#define KIR_EW_CALL_HELPER(f) kiln_##f##_f64
+#define KIR_EW_DEFINE_SPELLED(name, fn)                                 \
+  static inline double kir_ew_f_##name(const kir_ew_op *op, double a) { \
+    return kir_ew_math(op->dtype, fn(kir_ew_daz(op->dtype, a)));        \
+  }
 
-KIR_EW_FLOAT_OPS(KIR_EW_DEFINE_ROW)
+/* Each record's row function (see prims.def's eval_float column). */
+#define KIR_EW_FROW_F1(ID, name, c) KIR_EW_DEFINE_ROW(ID, f_##name, F1)
+#define KIR_EW_FROW_F2(ID, name, c) KIR_EW_DEFINE_ROW(ID, f_##name, F2)
+#define KIR_EW_FROW_FB1(ID, name, c) KIR_EW_DEFINE_ROW(ID, f_##name, FB1)
+#define KIR_EW_FROW_FB2(ID, name, c) KIR_EW_DEFINE_ROW(ID, f_##name, FB2)
+#define KIR_EW_FROW_SPELLED(ID, name, c) \
+  KIR_EW_DEFINE_SPELLED(name, KIR_EW_CALL_##c) KIR_EW_DEFINE_ROW(ID, f_##name, F1)
+#define KIR_EW_FROW_OWN(ID, name, c)
+#define KIR_EW_FROW_EQN(ID, name, c)
+#define KIR_EW_FROW_NONE(ID, name, c)
+#define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  KIR_EW_FROW_##eval_float(ID, name, c_float)
+#include "ir/prims.def"
+#undef KIR_ELEMENTWISE
 
 /* clamp(lo, x, hi) = min(max(lo, x), hi), NaN from any operand. */
 static void kir_ew_row_f_clamp(const kir_ew_op *op, int64_t n, const kir_ew_val *const *x,
@@ -277,7 +265,7 @@ static void kir_ew_row_f_clamp(const kir_ew_op *op, int64_t n, const kir_ew_val 
  * lowering), then XLA's float pow, which reads subnormal operands as they
  * are (but see the golden script about negative subnormal bases) and
  * flushes a subnormal result. */
-static void kir_ew_row_pow(const kir_ew_op *op, int64_t n, const kir_ew_val *const *x,
+static void kir_ew_row_f_pow(const kir_ew_op *op, int64_t n, const kir_ew_val *const *x,
                            kir_ew_val *y) {
   kiln_dtype dt = op->dtype, et = op->aux_dtype;
   bool int_exponent = !kiln_dtype_is_float(et), signed_exponent = kiln_dtype_is_signed(et);
@@ -289,9 +277,20 @@ static void kir_ew_row_pow(const kir_ew_op *op, int64_t n, const kir_ew_val *con
 }
 
 /* The row of each primitive for float operands (NULL where the rule refuses
- * floats). */
+ * floats or the record evaluates the whole equation). */
+#define KIR_EW_FENTRY_F1(ID, name) [KIR_PRIM_##ID] = kir_ew_row_f_##name,
+#define KIR_EW_FENTRY_F2 KIR_EW_FENTRY_F1
+#define KIR_EW_FENTRY_FB1 KIR_EW_FENTRY_F1
+#define KIR_EW_FENTRY_FB2 KIR_EW_FENTRY_F1
+#define KIR_EW_FENTRY_SPELLED KIR_EW_FENTRY_F1
+#define KIR_EW_FENTRY_OWN KIR_EW_FENTRY_F1
+#define KIR_EW_FENTRY_EQN(ID, name)
+#define KIR_EW_FENTRY_NONE(ID, name)
 const kir_ew_row_fn kir_ew_float_rows[KIR_NUM_PRIMS] = {
-    KIR_EW_FLOAT_OPS(KIR_EW_ENTRY)
-    [KIR_PRIM_POW] = kir_ew_row_pow,
-    [KIR_PRIM_CLAMP] = kir_ew_row_f_clamp,
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  KIR_EW_FENTRY_##eval_float(ID, name)
+#include "ir/prims.def"
+#undef KIR_ELEMENTWISE
+#undef KIR_PRIM
 };

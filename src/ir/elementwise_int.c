@@ -1,5 +1,6 @@
 /* The elementwise reference evaluators' integer and bool ops (64-bit words;
- * the store wraps), and their rows. */
+ * the store wraps), and their rows, generated from the records' eval_int
+ * column. */
 #include "ir/elementwise_eval.h"
 
 #define KIR_EW_DEFINE_PURE1(name, EXPR)                                     \
@@ -120,21 +121,18 @@ KIR_EW_COMPARE(KIR_EW_DEFINE_ICMP)
 
 /* ---- rows ---- */
 
-/* clang-format off */
-#define KIR_EW_INT_OPS(X)                                                                   \
-  X(NEG, i_neg, I1) X(ABS, i_abs, I1) X(SIGN, i_sign, I1) X(NOT, i_not, I1)                 \
-  X(POPULATION_COUNT, i_population_count, I1) X(ADD, i_add, I2) X(SUB, i_sub, I2)           \
-  X(MUL, i_mul, I2) X(DIV, i_div, I2) X(REM, i_rem, I2) X(MAX, i_max, I2) X(MIN, i_min, I2) \
-  X(AND, i_and, I2) X(OR, i_or, I2) X(XOR, i_xor, I2) X(SHIFT_LEFT, i_shift_left, I2)       \
-  X(SHIFT_RIGHT_LOGICAL, i_shift_right_logical, I2)                                         \
-  X(SHIFT_RIGHT_ARITHMETIC, i_shift_right_arithmetic, I2) X(EQ, i_eq, I2) X(NE, i_ne, I2)   \
-  X(LT, i_lt, I2) X(LE, i_le, I2) X(GT, i_gt, I2) X(GE, i_ge, I2)                          \
-  X(STOP_GRADIENT, i_stop_gradient, I1) X(SQUARE, i_square, I1)                            \
-  X(INTEGER_POW, i_integer_pow, I1) X(COPY, i_copy, I1)
-/* clang-format on */
-
-
-KIR_EW_INT_OPS(KIR_EW_DEFINE_ROW)
+/* Each record's row function (see prims.def's eval_int column). */
+#define KIR_EW_IROW_I1(ID, name) KIR_EW_DEFINE_ROW(ID, i_##name, I1)
+#define KIR_EW_IROW_I2(ID, name) KIR_EW_DEFINE_ROW(ID, i_##name, I2)
+#define KIR_EW_IROW_OWN(ID, name)
+#define KIR_EW_IROW_EQN(ID, name)
+#define KIR_EW_IROW_NONE(ID, name)
+#define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  KIR_EW_IROW_##eval_int(ID, name)
+#include "ir/prims.def"
+#undef KIR_ELEMENTWISE
 
 static void kir_ew_row_i_clamp(const kir_ew_op *op, int64_t n, const kir_ew_val *const *x,
                                kir_ew_val *y) {
@@ -145,8 +143,17 @@ static void kir_ew_row_i_clamp(const kir_ew_op *op, int64_t n, const kir_ew_val 
 }
 
 /* The row of each primitive for integer or bool operands (NULL where the
- * rule refuses them). */
+ * rule refuses them or the record evaluates the whole equation). */
+#define KIR_EW_IENTRY_I1(ID, name) [KIR_PRIM_##ID] = kir_ew_row_i_##name,
+#define KIR_EW_IENTRY_I2 KIR_EW_IENTRY_I1
+#define KIR_EW_IENTRY_OWN KIR_EW_IENTRY_I1
+#define KIR_EW_IENTRY_EQN(ID, name)
+#define KIR_EW_IENTRY_NONE(ID, name)
 const kir_ew_row_fn kir_ew_int_rows[KIR_NUM_PRIMS] = {
-    KIR_EW_INT_OPS(KIR_EW_ENTRY)
-    [KIR_PRIM_CLAMP] = kir_ew_row_i_clamp,
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  KIR_EW_IENTRY_##eval_int(ID, name)
+#include "ir/prims.def"
+#undef KIR_ELEMENTWISE
+#undef KIR_PRIM
 };

@@ -7,8 +7,9 @@
 static const kir_prim_info kir_prims[KIR_NUM_PRIMS] = {
 #define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags) \
   [KIR_PRIM_##ID] = {name, KIR_FAMILY_##family, n_in, n_out, KIR_PARAMS_##params, rule, flags},
-#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, cost, builder, c_float, c_int)              \
-  [KIR_PRIM_##ID] = {#name, KIR_FAMILY_ELEMENTWISE, n_in, 1, KIR_PARAMS_##params, rule,           \
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
+  [KIR_PRIM_##ID] = {#name, KIR_FAMILY_ELEMENTWISE, n_in, 1, KIR_PARAMS_##params, rule,        \
                      KIR_PRIM_##cost, KIR_BUILDER_##builder, KIR_C_##c_float, KIR_C_##c_int},
 #define KIR_C_SPELL(kind, text, exact) {KIR_SPELL_##kind, #text, exact}
 #define KIR_C_MATH(f) KIR_C_SPELL(MATH, f, false)

@@ -88,7 +88,8 @@ static kiln_val *ktr_binary(kiln_trace *t, const char *op, kir_prim prim, kiln_v
   }
 #define KTR_BUILDER_OWN(name, ID)
 #define KIR_PRIM(ID, name, family, n_in, n_out, params, rule, flags)
-#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, cost, builder, c_float, c_int) \
+#define KIR_ELEMENTWISE(ID, name, n_in, params, rule, accepts, cost, builder, c_float, c_int, \
+                        eval_float, eval_int, jvp, transpose)                                 \
   KTR_BUILDER_##builder(name, ID)
 #include "ir/prims.def"
 #undef KIR_PRIM

@@ -228,7 +228,7 @@ for t in ["f32[2,3]", "~f32[]", "bf16[4]", "i32[3]", "bool[2]"]:
 case("round", "f32[3]", rounding_method=0)
 case("round", "~f16[2,2]", rounding_method=1)
 case("round", "i32[3]", rounding_method=1)
-for p in ["erfc", "lgamma", "digamma"]:
+for p in ["erfc", "lgamma", "digamma", "bessel_i0e", "bessel_i1e"]:
     for t in ["f32[4,8]", "~f64[]", "bf16[3]", "i32[4]"]:
         case(p, t)
 for p in ["square", "copy"]:
