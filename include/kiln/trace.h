@@ -35,7 +35,9 @@ const char *kiln_func_name(const kiln_func *f);
 /* Calls f inside the current trace (its equations are inlined). */
 kiln_tree *kiln_call(kiln_trace *t, const kiln_func *f, const kiln_tree *args);
 
-/* The trace's first error (KILN_OK if none) and its message. */
+/* The trace's first error (KILN_OK if none) and its message. A failed trace
+ * also makes its message the thread's kiln_last_error(), as every op that
+ * returns NULL on it does. */
 kiln_status kiln_trace_status(const kiln_trace *t);
 const char *kiln_trace_error(const kiln_trace *t);
 /* Records a user-level error on the trace (kept only if it is the first). */
