@@ -236,7 +236,12 @@ kiln_tree *kiln_while(kiln_trace *t, const kiln_func *cond, const kiln_func *bod
 kiln_tree *kiln_fori_loop(kiln_trace *t, int64_t lower, int64_t upper, const kiln_func *body,
                           const kiln_tree *init);
 /* lax.scan: body gets (carry, x) and returns (carry, y); the result is the
- * tuple (carry, ys) with ys stacked along a new leading axis. */
+ * tuple (carry, ys) with ys stacked along a new leading axis. xs (may be
+ * None, kiln_tree_none()) is sliced along its leading axis, which every leaf
+ * shares. length is lax.scan's length: -1 (None) takes it from xs's leading
+ * axis; otherwise it is the number of steps, and must equal that axis when
+ * xs has leaves (with xs None it is required). reverse nonzero scans from
+ * the end, as reverse=True (ys keep xs's order). */
 kiln_tree *kiln_scan(kiln_trace *t, const kiln_func *body, const kiln_tree *init,
                      const kiln_tree *xs, int64_t length, int reverse);
 /* lax.map: f over the leading axis of xs. */
