@@ -261,7 +261,7 @@ kiln_tree *run_case(kiln_trace *t, const kiln_tree *args, void *user) {
   kiln_func_new(identity, nullptr, "identity", &f);
   const kiln_func *fs[2] = {f, f};
   kiln_val *x = r->mode == Mode::kFailedTrace ? kiln_arg(args, 0) : nullptr;
-  kiln_val *xs[2] = {x, x};
+  kiln_val *xs[4] = {x, x, x, x}; // kiln_nn_mha_init reads 4 keys
   kiln_tree *tr = x ? kiln_tuple_of(1, &x) : nullptr;
   if (r->mode == Mode::kFailedTrace) kiln_trace_fail(t, KILN_ERR_SHAPE, "planted failure");
   stale();
@@ -295,7 +295,7 @@ TEST_F(ApiErrors, EveryTraceOpExplainsItsNull) {
     stale();
     kiln_tree *out_tree = nullptr;
     const kiln_func *fs[2] = {nullptr, nullptr};
-    kiln_val *xs[2] = {nullptr, nullptr};
+    kiln_val *xs[4] = {nullptr, nullptr, nullptr, nullptr};
     void *res = op.call(nullptr, nullptr, xs, nullptr, nullptr, fs, out_tree);
     std::string msg = kiln_last_error();
     if (res || is_stale() || msg.find("NULL") == std::string::npos)
