@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/status.h"
@@ -30,6 +31,20 @@ kiln_status kiln_array_block_until_ready(const kiln_array *a);
 /* A copy of `a` on `dev` (a new reference to `a` itself when it already lives
  * there), like jax.device_put(x, device). */
 kiln_status kiln_device_put(kiln_array *a, kiln_device *dev, kiln_array **out);
+
+/* The array as NumPy prints it (str(np.asarray(x)), print(x) in JAX), e.g.
+ * "[[1.  2.5]\n [3.  4. ]]", with NumPy's defaults: lines of at most 75
+ * characters, arrays of more than 1000 elements summarised with "..." and
+ * 3 items at each edge, floats in the shortest digits that round-trip in
+ * their type (at most 8 decimals), positional or, when the magnitudes ask
+ * for it, scientific for the whole array; bool as " True"/"False", bf16 as
+ * ml_dtypes prints it ("%g"). 0-d arrays print as NumPy scalars ("1.5").
+ * Waits for pending work and copies the array to the host (a sharded one is
+ * gathered). buf gets at most cap bytes, NUL-terminated (buf may be NULL
+ * when cap is 0); *len (may be NULL) the full length. */
+kiln_status kiln_array_format(const kiln_array *a, char *buf, size_t cap, size_t *len);
+/* kiln_array_format and a newline to stream (NULL: stdout), as print(x). */
+kiln_status kiln_array_print(const kiln_array *a, FILE *stream);
 
 void kiln_array_retain(kiln_array *a);
 void kiln_array_release(kiln_array *a); /* NULL is allowed */

@@ -199,7 +199,8 @@ kiln_status kiln_shard_map(const kiln_func *f, kiln_mesh *mesh, const kiln_tree 
 
 /* in_axes / out_axes entry for an argument or result that is not mapped. */
 #define KILN_PMAP_NONE (-1000)
-/* jax.pmap as shard_map over a one-axis mesh named axis_name over the
+/* jax.pmap as shard_map over a one-axis mesh named axis_name (NULL: pmap's
+ * axis_name=None, an anonymous axis no collective can name) over the
  * devices (NULL: all of ctx's): in_axes[i] (n_in_axes entries, one per
  * top-level argument; NULL: 0 for all) is the mapped axis of every leaf of
  * argument i, whose size must equal the device count; f sees each leaf with

@@ -16,6 +16,19 @@
 extern "C" {
 #endif
 
+/* ---- activations (jax.nn) ---- */
+/* jax.nn.relu: max(x, 0), a custom_jvp as in JAX, so its derivative is
+ * select(x > 0, g, 0): 0 at x = 0 (a plain kiln_max(x, 0) splits the
+ * gradient there, 0.5). Integer x: jnp.maximum, no rule needed. */
+kiln_val *kiln_relu(kiln_trace *t, kiln_val *x);
+/* jax.nn.gelu(x, approximate): approximate nonzero, 0.5 * x * (1 +
+ * tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (JAX's default); zero, the exact
+ * 0.5 * x * erfc(-x / sqrt(2)). Integer x is promoted as jnp promotes to
+ * inexact (f32; f64 for 64-bit integers). */
+kiln_val *kiln_gelu(kiln_trace *t, kiln_val *x, int approximate);
+/* jax.nn.silu (swish): x * sigmoid(x), floats only as in JAX. */
+kiln_val *kiln_silu(kiln_trace *t, kiln_val *x);
+
 /* jax.random.truncated_normal(key, lower, upper, shape, dtype), float dtypes. */
 kiln_val *kiln_nn_truncated_normal(kiln_trace *t, kiln_val *key, double lower, double upper,
                                    kiln_dtype dtype, int rank, const int64_t *shape);

@@ -86,7 +86,37 @@ kiln_val *kiln_argsort(kiln_trace *t, kiln_val *x, int axis, int descending);
  * (ties: lower index first), and their i32 indices in *indices if non-NULL. */
 kiln_val *kiln_top_k(kiln_trace *t, kiln_val *x, int64_t k, kiln_val **indices);
 
+/* ---- shapes ---- */
+/* jnp.stack(xs, axis): n arrays of one shape joined along a new axis
+ * (-(rank+1) <= axis <= rank), promoted as jnp.concatenate promotes. */
+kiln_val *kiln_stack(kiln_trace *t, int n, kiln_val *const *xs, int axis);
+/* jnp.tile(x, reps) with numpy's rule: the shorter of x's shape and reps is
+ * padded with leading 1s; reps[i] >= 0. */
+kiln_val *kiln_tile(kiln_trace *t, kiln_val *x, int n, const int64_t *reps);
+/* numpy's basic indexing with static indices, written as between Python's
+ * brackets: kiln_getitem(t, x, "1, 2:5, ::-1, ..., None") is
+ * x[1, 2:5, ::-1, ..., None]. Items are integers (negative count from the
+ * end; out of bounds is KILN_ERR_OUT_OF_RANGE, as JAX's IndexError), slices
+ * start:stop:step (any part optional; Python's clamping; a negative step
+ * walks backwards; step 0 is an error), at most one "..." and "None"
+ * (a new axis of size 1); axes left over are taken whole. "" is x[()].
+ * Built from rev, slice and reshape, so it differentiates and batches. */
+kiln_val *kiln_getitem(kiln_trace *t, kiln_val *x, const char *index);
+/* x[i] along the leading axis (kiln_getitem of "i"). */
+kiln_val *kiln_index(kiln_trace *t, kiln_val *x, int64_t i);
+
 /* ---- linear algebra ---- */
+/* jnp.linalg.norm(x, ord, axis, keepdims) over n axes (KILN_ALL_AXES: axis
+ * None). ord is spelt as in Python: NULL (None), "fro", "nuc", or a number
+ * ("1", "2", "-1", "0", "inf", "-inf", "3"). Axis None with ord None is the
+ * 2-norm of the flattened x at any rank; one axis gives a vector norm (2 by
+ * default; inf/-inf the max/min of |x|, 0 the count of nonzeros, p
+ * sum(|x|^p)^(1/p)); two axes a matrix norm (Frobenius by default; 1/-1
+ * the max/min column sum of |x|, inf/-inf the max/min row sum). 2, -2 and
+ * "nuc" need singular values: KILN_ERR_UNIMPLEMENTED. x is promoted to
+ * inexact first (integers to f32, 64-bit ones to f64). */
+kiln_val *kiln_norm(kiln_trace *t, kiln_val *x, const char *ord, int n, const int *axes,
+                    int keepdims);
 /* jnp.einsum for two operands: "ij,jk->ik", "bij,bjk->bik", "i,j->ij",
  * "ij,ij->", "ij,kj->ki", implicit output ("ij,jk"). Labels are letters; a
  * label repeated within one operand, "..." and other operand counts are

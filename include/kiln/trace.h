@@ -35,7 +35,9 @@ const char *kiln_func_name(const kiln_func *f);
 /* Calls f inside the current trace (its equations are inlined). */
 kiln_tree *kiln_call(kiln_trace *t, const kiln_func *f, const kiln_tree *args);
 
-/* The trace's first error (KILN_OK if none) and its message. */
+/* The trace's first error (KILN_OK if none) and its message. A failed trace
+ * also makes its message the thread's kiln_last_error(), as every op that
+ * returns NULL on it does. */
 kiln_status kiln_trace_status(const kiln_trace *t);
 const char *kiln_trace_error(const kiln_trace *t);
 /* Records a user-level error on the trace (kept only if it is the first). */
@@ -231,7 +233,12 @@ kiln_tree *kiln_while(kiln_trace *t, const kiln_func *cond, const kiln_func *bod
 kiln_tree *kiln_fori_loop(kiln_trace *t, int64_t lower, int64_t upper, const kiln_func *body,
                           const kiln_tree *init);
 /* lax.scan: body gets (carry, x) and returns (carry, y); the result is the
- * tuple (carry, ys) with ys stacked along a new leading axis. */
+ * tuple (carry, ys) with ys stacked along a new leading axis. xs (may be
+ * None, kiln_tree_none()) is sliced along its leading axis, which every leaf
+ * shares. length is lax.scan's length: -1 (None) takes it from xs's leading
+ * axis; otherwise it is the number of steps, and must equal that axis when
+ * xs has leaves (with xs None it is required). reverse nonzero scans from
+ * the end, as reverse=True (ys keep xs's order). */
 kiln_tree *kiln_scan(kiln_trace *t, const kiln_func *body, const kiln_tree *init,
                      const kiln_tree *xs, int64_t length, int reverse);
 /* lax.map: f over the leading axis of xs. */

@@ -227,6 +227,29 @@ kiln_status kiln_tree_at(const kiln_tree *t, const kiln_path *path, const kiln_t
  * the missing key. */
 const kiln_tree *kiln_tree_at_str(const kiln_tree *t, const char *path);
 
+/* The array at a keystr path, borrowed (it lives as long as the tree):
+ * kiln_get(params, "['dense']['kernel']"); NULL with kiln_last_error()
+ * naming the path and the missing key, or saying the subtree there is no
+ * array leaf. */
+kiln_array *kiln_get(const kiln_tree *t, const char *path);
+
+/* jax.device_put(tree, device): a new tree of the same structure whose
+ * array leaves are on dev (kiln_device_put of each: an array already there
+ * is shared, not copied). A leaf that is not an array is KILN_ERR_TREE
+ * naming its key path; a failed copy names the path too. */
+kiln_status kiln_device_put_tree(const kiln_tree *t, kiln_device *dev, kiln_tree **out);
+/* Every leaf on its own line under its key path, arrays as
+ * kiln_array_format prints them (continuation lines indented under the
+ * first), traced values as "<traced value>", pointers as "<pointer>":
+ *   ['params']['b']: [0. 0.]
+ *   ['params']['w']: [[1. 2.]
+ *                     [3. 4.]]
+ * buf gets at most cap bytes, NUL-terminated (NULL when cap is 0); *len
+ * (may be NULL) the full length. */
+kiln_status kiln_tree_format(const kiln_tree *t, char *buf, size_t cap, size_t *len);
+/* kiln_tree_format to stream (NULL: stdout). */
+kiln_status kiln_tree_print(const kiln_tree *t, FILE *stream);
+
 /* ---- arguments and results of traced functions ---- */
 /* The traced value of the i-th argument (args is the tuple a kiln_fn gets),
  * or the leaf at a keystr path; NULL with a message naming the index or the

@@ -48,8 +48,13 @@ const char *kiln_last_error(void) { return kcore_msg; }
 
 void kiln_clear_error(void) { kcore_msg[0] = '\0'; }
 
+/* Formats into a copy first: an argument may be kiln_last_error() itself
+ * ("...: %s", kiln_last_error()), and vsnprintf must not read the buffer it
+ * writes (glibc then repeats the new text where the old one was). */
 kiln_status kcore_vfail(kiln_status s, const char *fmt, va_list ap) {
-  vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
+  char tmp[KCORE_MSG_CAP];
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  memcpy(kcore_msg, tmp, sizeof kcore_msg);
   return s;
 }
 
@@ -64,9 +69,9 @@ kiln_status kcore_fail(kiln_status s, const char *fmt, ...) {
 static kiln_status kcore_vfail_wrap(kiln_status s, const char *fmt, va_list ap) {
   char old[KCORE_MSG_CAP];
   memcpy(old, kcore_msg, sizeof old);
-  int n = vsnprintf(kcore_msg, sizeof kcore_msg, fmt, ap);
+  kcore_vfail(s, fmt, ap);
   /* Append ": <old>", cut to what is left of the buffer. */
-  size_t used = n < 0 ? 0 : (size_t)n, room = sizeof kcore_msg - 1;
+  size_t used = strlen(kcore_msg), room = sizeof kcore_msg - 1;
   if (old[0] != '\0' && used + 2 < room) {
     size_t len = strlen(old);
     if (len > room - used - 2) len = room - used - 2;

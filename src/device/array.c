@@ -265,7 +265,10 @@ int64_t kiln_array_size(const kiln_array *a) { return a ? a->size : 0; }
 size_t kiln_array_nbytes(const kiln_array *a) {
   return a ? (size_t)a->size * kiln_dtype_size(a->dtype) : 0;
 }
-kiln_device *kiln_array_device(const kiln_array *a) { return a ? a->device : NULL; }
+kiln_device *kiln_array_device(const kiln_array *a) {
+  if (!a) kcore_fail(KILN_ERR_ARGUMENT, "kiln_array_device: the array is NULL");
+  return a ? a->device : NULL;
+}
 
 void kiln_array_describe(const kiln_array *a, char *buf, size_t cap) {
   if (!buf || cap == 0) return;

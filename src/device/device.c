@@ -25,7 +25,10 @@ kiln_status kiln_device_memory_in_use(const kiln_device *dev, uint64_t *bytes) {
   return KILN_OK;
 }
 
-kiln_ctx *kiln_device_ctx(const kiln_device *dev) { return dev ? dev->ctx : NULL; }
+kiln_ctx *kiln_device_ctx(const kiln_device *dev) {
+  if (!dev) kcore_fail(KILN_ERR_ARGUMENT, "kiln_device_ctx: the device is NULL");
+  return dev ? dev->ctx : NULL;
+}
 
 int kiln_device_index(const kiln_device *dev) { return dev ? dev->index : -1; }
 

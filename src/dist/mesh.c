@@ -106,7 +106,13 @@ int64_t kiln_mesh_axis_size(const kiln_mesh *mesh, int axis) {
 }
 
 const char *kiln_mesh_axis_name(const kiln_mesh *mesh, int axis) {
-  return mesh && axis >= 0 && axis < mesh->ndim ? mesh->names[axis] : NULL;
+  if (mesh && axis >= 0 && axis < mesh->ndim) return mesh->names[axis];
+  if (!mesh)
+    kcore_fail(KILN_ERR_ARGUMENT, "kiln_mesh_axis_name: the mesh is NULL");
+  else
+    kcore_fail(KILN_ERR_OUT_OF_RANGE, "kiln_mesh_axis_name: axis %d is out of range (the mesh "
+               "has %d axes)", axis, mesh->ndim);
+  return NULL;
 }
 
 int kiln_mesh_axis_index(const kiln_mesh *mesh, const char *name) {

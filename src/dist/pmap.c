@@ -2,6 +2,7 @@
  * one-axis mesh. Each call builds the specs for its arguments (the mapped
  * axis of every leaf of argument i at in_axes[i]), and a wrapper that drops
  * the size-1 shard axis before f and puts it back at out_axes after. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,8 +150,15 @@ kiln_status kiln_pmap(kiln_ctx *ctx, const kiln_func *f, const char *axis_name, 
                       kiln_device *const *devices, kiln_func **out) {
   if (!out) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_pmap: out is NULL");
   *out = NULL;
-  if (!ctx || !f || !axis_name)
-    return kcore_fail(KILN_ERR_ARGUMENT, "kiln_pmap: %s is NULL", !ctx ? "ctx" : !f ? "f" : "axis_name");
+  if (!ctx || !f) return kcore_fail(KILN_ERR_ARGUMENT, "kiln_pmap: %s is NULL", !ctx ? "ctx" : "f");
+  /* axis_name=None: the mesh still needs a name (an identifier, as the IR
+   * spells meshes); one per pmap, one no user's axis is likely to have. */
+  static atomic_ullong anonymous;
+  char anon[KDIST_NAME_MAX];
+  if (!axis_name) {
+    snprintf(anon, sizeof anon, "_kiln_unnamed_pmap_%llu", (unsigned long long)atomic_fetch_add(&anonymous, 1));
+    axis_name = anon;
+  }
   if (out_axes < 0 && out_axes != KILN_PMAP_NONE)
     return kcore_fail(KILN_ERR_ARGUMENT, "kiln_pmap: out_axes=%d (must be >= 0 or KILN_PMAP_NONE)",
                       out_axes);

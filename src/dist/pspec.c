@@ -47,12 +47,23 @@ int kiln_pspec_entry_axes(const kiln_pspec *spec, int dim) {
 }
 
 const char *kiln_pspec_entry_axis(const kiln_pspec *spec, int dim, int k) {
-  if (kiln_pspec_entry_axes(spec, dim) <= k || k < 0) return NULL;
+  if (kiln_pspec_entry_axes(spec, dim) <= k || k < 0) {
+    if (!spec)
+      kcore_fail(KILN_ERR_ARGUMENT, "kiln_pspec_entry_axis: the spec is NULL");
+    else
+      kcore_fail(KILN_ERR_OUT_OF_RANGE, "kiln_pspec_entry_axis: dimension %d has no axis %d (the "
+                 "spec has %d dimensions, that one %d axes)", dim, k, spec->rank,
+                 kiln_pspec_entry_axes(spec, dim));
+    return NULL;
+  }
   return spec->dims[dim].axes[k];
 }
 
 char *kiln_pspec_format(const kiln_pspec *spec, char *buf, size_t cap) {
-  if (!buf || cap == 0) return buf;
+  if (!buf || cap == 0) {
+    kcore_fail(KILN_ERR_ARGUMENT, "kiln_pspec_format: %s", buf ? "cap is 0" : "buf is NULL");
+    return buf;
+  }
   size_t n = (size_t)snprintf(buf, cap, "PartitionSpec(");
   for (int d = 0; spec && d < spec->rank && n < cap; d++) {
     const kdist_entry *e = &spec->dims[d];

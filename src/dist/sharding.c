@@ -102,7 +102,14 @@ int64_t kiln_sharding_device_count(const kiln_sharding *s) {
 }
 
 kiln_device *kiln_sharding_device(const kiln_sharding *s, int64_t i) {
-  if (i < 0 || i >= kiln_sharding_device_count(s)) return NULL;
+  if (i < 0 || i >= kiln_sharding_device_count(s)) {
+    if (!s)
+      kcore_fail(KILN_ERR_ARGUMENT, "kiln_sharding_device: the sharding is NULL");
+    else
+      kcore_fail(KILN_ERR_OUT_OF_RANGE, "kiln_sharding_device: device %lld is out of range (the "
+                 "sharding has %lld)", (long long)i, (long long)kiln_sharding_device_count(s));
+    return NULL;
+  }
   return s->kind == KDIST_SINGLE ? s->device : s->mesh->devices[i];
 }
 

@@ -117,7 +117,7 @@ static kiln_val *apply_mask(kiln_trace *t, kiln_val *logits, kiln_val *mask) {
 
 kiln_val *kiln_nn_mha(kiln_trace *t, const kiln_tree *params, kiln_val *inputs_q,
                       kiln_val *inputs_kv, kiln_val *mask) {
-  if (kiln_trace_status(t) != KILN_OK || !inputs_q) return NULL;
+  if (!knn_given(t, MHA, "inputs_q", inputs_q)) return NULL;
   kiln_val *kv = inputs_kv ? inputs_kv : inputs_q;
   if (!check_inputs(t, inputs_q, kv)) return NULL;
   int r = kiln_val_rank(inputs_q), nb = r - 2; /* batch dims */
@@ -166,7 +166,7 @@ kiln_val *kiln_nn_mha(kiln_trace *t, const kiln_tree *params, kiln_val *inputs_q
 }
 
 kiln_val *kiln_nn_causal_mask(kiln_trace *t, kiln_val *x) {
-  if (kiln_trace_status(t) != KILN_OK || !x) return NULL;
+  if (!knn_given(t, "kiln_nn_causal_mask", "x", x)) return NULL;
   int r = kiln_val_rank(x);
   if (r < 1 || r + 2 > KILN_MAX_RANK) {
     char msg[160], got[96];

@@ -38,7 +38,7 @@ static kiln_val *table_of(kiln_trace *t, const char *op, const kiln_tree *params
 kiln_val *kiln_nn_embed(kiln_trace *t, const kiln_tree *params, kiln_val *ids) {
   static const char op[] = "kiln_nn_embed";
   kiln_val *table = table_of(t, op, params);
-  if (!table || !ids) return NULL;
+  if (!knn_given(t, op, "ids", ids) || !table) return NULL;
   if (!kiln_dtype_is_integer(kiln_val_dtype(ids))) {
     char msg[160], got[96];
     snprintf(msg, sizeof msg, "%s: ids must be integers, got %s", op,
@@ -61,7 +61,7 @@ kiln_val *kiln_nn_embed(kiln_trace *t, const kiln_tree *params, kiln_val *ids) {
 kiln_val *kiln_nn_embed_attend(kiln_trace *t, const kiln_tree *params, kiln_val *query) {
   static const char op[] = "kiln_nn_embed_attend";
   kiln_val *table = table_of(t, op, params);
-  if (!table || !query) return NULL;
+  if (!knn_given(t, op, "query", query) || !table) return NULL;
   int r = kiln_val_rank(query);
   if (r < 1 || kiln_val_shape(query)[r - 1] != kiln_val_shape(table)[1]) {
     char msg[200], got[96], tab[96];

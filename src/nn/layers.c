@@ -73,7 +73,7 @@ kiln_tree *kiln_nn_dense_init(kiln_trace *t, kiln_val *key, int64_t in_features,
 kiln_val *kiln_nn_dense(kiln_trace *t, const kiln_tree *params, kiln_val *x) {
   kiln_val *kernel = leaf_val(t, "kiln_nn_dense", params, "kernel");
   kiln_val *bias = leaf_val(t, "kiln_nn_dense", params, "bias");
-  if (!kernel || !bias || !x) return NULL;
+  if (!knn_given(t, "kiln_nn_dense", "x", x) || !kernel || !bias) return NULL;
   kiln_dot_dims d = {0};
   d.n_contract = 1;
   d.lhs_contract[0] = kiln_val_rank(x) - 1;
@@ -102,7 +102,7 @@ kiln_val *kiln_nn_conv(kiln_trace *t, const kiln_tree *params, kiln_val *x,
                        const int64_t *strides, const char *padding) {
   kiln_val *kernel = leaf_val(t, "kiln_nn_conv", params, "kernel");
   kiln_val *bias = leaf_val(t, "kiln_nn_conv", params, "bias");
-  if (!kernel || !bias || !x) return NULL;
+  if (!knn_given(t, "kiln_nn_conv", "x", x) || !kernel || !bias) return NULL;
   return kiln_add(t, kiln_conv(t, x, kernel, strides, padding), bias);
 }
 
@@ -122,7 +122,7 @@ static kiln_val *mean_last(kiln_trace *t, kiln_val *x) {
 kiln_val *kiln_nn_layernorm(kiln_trace *t, const kiln_tree *params, kiln_val *x, double epsilon) {
   kiln_val *scale = leaf_val(t, "kiln_nn_layernorm", params, "scale");
   kiln_val *bias = leaf_val(t, "kiln_nn_layernorm", params, "bias");
-  if (!scale || !bias || !x) return NULL;
+  if (!knn_given(t, "kiln_nn_layernorm", "x", x) || !scale || !bias) return NULL;
   kiln_val *mean = mean_last(t, x);
   kiln_val *var = kiln_sub(t, mean_last(t, kiln_mul(t, x, x)), kiln_mul(t, mean, mean));
   var = kiln_max(t, var, kiln_scalar_f(t, 0));
@@ -132,7 +132,7 @@ kiln_val *kiln_nn_layernorm(kiln_trace *t, const kiln_tree *params, kiln_val *x,
 
 kiln_val *kiln_nn_dropout(kiln_trace *t, kiln_val *key, kiln_val *x, double rate,
                           int deterministic) {
-  if (kiln_trace_status(t) != KILN_OK || !x) return NULL;
+  if (!knn_given(t, "kiln_nn_dropout", "x", x)) return NULL;
   if (deterministic || rate == 0.0) return x;
   kiln_val *zeros = kiln_full(t, kiln_val_dtype(x), kiln_val_rank(x), kiln_val_shape(x), 0);
   if (rate == 1.0) return zeros;
@@ -144,7 +144,8 @@ kiln_val *kiln_nn_dropout(kiln_trace *t, kiln_val *key, kiln_val *x, double rate
 }
 
 kiln_val *kiln_nn_softmax_cross_entropy(kiln_trace *t, kiln_val *logits, kiln_val *labels) {
-  if (kiln_trace_status(t) != KILN_OK || !logits || !labels) return NULL;
+  static const char op[] = "kiln_nn_softmax_cross_entropy";
+  if (!knn_given(t, op, "logits", logits) || !knn_given(t, op, "labels", labels)) return NULL;
   int r = kiln_val_rank(logits), axis = r - 1;
   kiln_val *m = kiln_expand_dims(t, kiln_reduce_max(t, logits, 1, &axis), 1, &axis);
   kiln_val *z = kiln_sub(t, logits, m);

@@ -42,6 +42,9 @@ const char *knn_aval_str(const kiln_val *v, char *buf, size_t n);
  * what it holds and what was wanted, and returns NULL. */
 kiln_val *knn_param(kiln_trace *t, const char *op, const char *tree_name, const kiln_tree *tree,
                     const char *path, int rank, const int64_t *want);
+/* 1 when the trace is sound and v is given; else 0, with a NULL v recorded
+ * on t as "op: name is NULL" (a failed trace keeps its first error). */
+int knn_given(kiln_trace *t, const char *op, const char *name, const kiln_val *v);
 /* The dict {keys[i]: vals[i]} (keys sorted, as Flax's trees flatten); NULL
  * when t has failed or a value is missing. */
 kiln_tree *knn_dict(kiln_trace *t, int n, const char *const *keys, kiln_val *const *vals);

@@ -15,6 +15,15 @@ const char *knn_aval_str(const kiln_val *v, char *buf, size_t n) {
   return buf;
 }
 
+int knn_given(kiln_trace *t, const char *op, const char *name, const kiln_val *v) {
+  if (kiln_trace_status(t) != KILN_OK) return 0;
+  if (v) return 1;
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: %s is NULL", op, name);
+  kiln_trace_fail(t, KILN_ERR_ARGUMENT, msg);
+  return 0;
+}
+
 /* want as "[8,?,?]" for messages. */
 static void want_str(int rank, const int64_t *want, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "float[");

@@ -35,7 +35,10 @@ void kiln_ctx_free(kiln_ctx *ctx) {
   free(ctx);
 }
 
-const kiln_options *kiln_ctx_options(const kiln_ctx *ctx) { return ctx ? &ctx->config.opts : NULL; }
+const kiln_options *kiln_ctx_options(const kiln_ctx *ctx) {
+  if (!ctx) kcore_fail(KILN_ERR_ARGUMENT, "kiln_ctx_options: the context is NULL");
+  return ctx ? &ctx->config.opts : NULL;
+}
 
 kiln_backend kiln_ctx_backend(const kiln_ctx *ctx) {
   return ctx ? ctx->be.kind : KILN_BACKEND_DEFAULT;

@@ -62,7 +62,10 @@ kiln_status ktr_axes_lookup(kiln_trace *t, const char *op, const char *names, ch
 /* The axes for op, or NULL with the trace failed. */
 static const char *axes_of(kiln_trace *t, const char *op, const char *names, char *buf, size_t cap,
                            int64_t *size) {
-  if (t->status) return NULL;
+  if (t->status) {
+    ktr_sticky(t, op);
+    return NULL;
+  }
   kiln_status st = ktr_axes_lookup(t, op, names, buf, cap, size);
   if (st) {
     ktr_fail(t, st);
@@ -220,9 +223,13 @@ static kiln_status tree_leaf(const kiln_leaf *const *leaves, size_t n_trees, voi
   return KILN_OK;
 }
 
-static kiln_tree *tree_apply(kiln_trace *t, const kiln_tree *x, const char *axes,
+static kiln_tree *tree_apply(kiln_trace *t, const char *name, const kiln_tree *x,
+                             const char *axes,
                              kiln_val *(*fn)(kiln_trace *, kiln_val *, const char *)) {
-  if (!t || t->status) return NULL;
+  if (!t || t->status) {
+    ktr_sticky(t, name);
+    return NULL;
+  }
   tree_op op = {t, axes, fn};
   kiln_tree *out = NULL;
   kiln_status st = kiln_tree_map(tree_leaf, &op, 1, &x, &out);
@@ -231,9 +238,9 @@ static kiln_tree *tree_apply(kiln_trace *t, const kiln_tree *x, const char *axes
 }
 
 kiln_tree *kiln_psum_tree(kiln_trace *t, const kiln_tree *x, const char *axes) {
-  return tree_apply(t, x, axes, kiln_psum);
+  return tree_apply(t, "kiln_psum_tree", x, axes, kiln_psum);
 }
 
 kiln_tree *kiln_pmean_tree(kiln_trace *t, const kiln_tree *x, const char *axes) {
-  return tree_apply(t, x, axes, kiln_pmean);
+  return tree_apply(t, "kiln_pmean_tree", x, axes, kiln_pmean);
 }

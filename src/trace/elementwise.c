@@ -9,7 +9,7 @@
 
 kiln_val *kiln_const_array(kiln_trace *t, kiln_array *a) {
   static const char op[] = "kiln_const_array";
-  if (!t || t->status) return NULL;
+  if (!t || t->status) return ktr_sticky(t, op);
   kiln_status st = kdev_array_check(op, a);
   if (st) return ktr_fail(t, st);
   kir_program *root = t->root->prog;

@@ -64,7 +64,10 @@ kiln_status ktr_trace_call(kiln_trace *t, const kiln_func *f, const kiln_tree *a
 }
 
 kiln_tree *kiln_call(kiln_trace *t, const kiln_func *f, const kiln_tree *args) {
-  if (!t || t->status) return NULL;
+  if (!t || t->status) {
+    ktr_sticky(t, "kiln_call");
+    return NULL;
+  }
   if (!f || !args) {
     ktr_failf(t, KILN_ERR_ARGUMENT, "kiln_call: %s is NULL", f ? "args" : "the function");
     return NULL;

@@ -1,7 +1,10 @@
 /* jnp.matmul with numpy's batching rules, and jnp.einsum for two operands,
- * both lowered to one dot_general (plus transposes and reductions). */
+ * both lowered to one dot_general (plus transposes and reductions);
+ * jnp.linalg.norm's vector and matrix norms from reductions. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "trace/trace.h"
 
@@ -173,4 +176,105 @@ kiln_val *kiln_einsum(kiln_trace *t, const char *spec, kiln_val *a, kiln_val *b)
   int perm[KIR_MAX_RANK];
   for (size_t k = 0; k < no; k++) perm[k] = (int)(strchr(order, p.out[k]) - order);
   return kiln_transpose(t, r, perm);
+}
+
+/* ---- jnp.linalg.norm ---- */
+
+/* ord as jnp.linalg.norm takes it: NULL (None), "fro"/"f", "nuc", or a
+ * number ("2", "1", "-1", "0", "inf", "-inf", "3.5"). */
+typedef struct ktr_np_ord {
+  bool none, fro, nuc;
+  double p;
+} ktr_np_ord;
+
+static bool ktr_np_parse_ord(const char *s, ktr_np_ord *o) {
+  memset(o, 0, sizeof *o);
+  if (!s || strcmp(s, "None") == 0) return o->none = true;
+  if (strcmp(s, "fro") == 0 || strcmp(s, "f") == 0) return o->fro = true;
+  if (strcmp(s, "nuc") == 0) return o->nuc = true;
+  char *end;
+  o->p = strtod(s, &end);
+  return end != s && *end == '\0' && !isnan(o->p);
+}
+
+/* sqrt(sum(x * x)) over the marked axes: the 2-norm and Frobenius norm. */
+static kiln_val *ktr_np_norm2(kiln_trace *t, const char *op, kiln_val *x, const bool red[KIR_MAX_RANK],
+                              bool keepdims) {
+  return kiln_sqrt(t, ktr_np_sum(t, op, kiln_mul(t, x, x), red, keepdims));
+}
+
+static kiln_val *ktr_np_vector_norm(kiln_trace *t, const char *op, kiln_val *x, const ktr_np_ord *o,
+                                    int axis, bool keepdims) {
+  bool red[KIR_MAX_RANK] = {false};
+  red[axis] = true;
+  double p = o->none ? 2 : o->p;
+  if (o->fro || o->nuc)
+    return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: invalid order '%s' for a vector norm", op,
+                     o->fro ? "fro" : "nuc");
+  if (p == 2) return ktr_np_norm2(t, op, x, red, keepdims);
+  kiln_val *a = kiln_abs(t, x);
+  /* amax(..., initial=0): max with 0 (0 for an empty axis). */
+  if (p == INFINITY)
+    return kiln_max(t, ktr_np_reduce(t, op, KIR_PRIM_REDUCE_MAX, a, red, keepdims), ktr_np_like(t, x, 0));
+  if (p == -INFINITY) return ktr_np_reduce(t, op, KIR_PRIM_REDUCE_MIN, a, red, keepdims);
+  if (p == 0) return ktr_np_sum(t, op, kiln_convert(t, kiln_ne(t, x, ktr_np_like(t, x, 0)),
+                                                   kiln_val_dtype(x)), red, keepdims);
+  if (p == 1) return ktr_np_sum(t, op, a, red, keepdims);
+  kiln_val *s = ktr_np_sum(t, op, kiln_pow(t, a, ktr_np_like(t, x, p)), red, keepdims);
+  return kiln_pow(t, s, ktr_np_like(t, x, 1.0 / p));
+}
+
+/* The 1 / -1 / inf / -inf matrix norms: sum |x| over `inner`, then the
+ * max (min) over `outer` (axes counted before the sum removed `inner`). */
+static kiln_val *ktr_np_matrix_norm(kiln_trace *t, const char *op, kiln_val *x, int inner,
+                                    int outer, bool take_max, bool keepdims) {
+  bool red[KIR_MAX_RANK] = {false}, red2[KIR_MAX_RANK] = {false};
+  red[inner] = true;
+  kiln_val *s = ktr_np_sum(t, op, kiln_abs(t, x), red, keepdims);
+  red2[!keepdims && outer > inner ? outer - 1 : outer] = true;
+  if (!take_max) return ktr_np_reduce(t, op, KIR_PRIM_REDUCE_MIN, s, red2, keepdims);
+  return kiln_max(t, ktr_np_reduce(t, op, KIR_PRIM_REDUCE_MAX, s, red2, keepdims),
+                  ktr_np_like(t, x, 0));
+}
+
+kiln_val *kiln_norm(kiln_trace *t, kiln_val *x, const char *ord, int n, const int *axes,
+                    int keepdims) {
+  static const char op[] = "kiln_norm";
+  if (!ktr_ok(t, op, 1, &x)) return NULL;
+  /* promote_dtypes_inexact: floats stay (f16 too), 64-bit integers become
+   * f64, other integers and bool f32. */
+  kiln_dtype d = kiln_val_dtype(x);
+  kiln_dtype back = kiln_dtype_is_float(d) ? d : kiln_dtype_size(d) == 8 ? KILN_F64 : KILN_F32;
+  ktr_np_ord o;
+  if (!ktr_np_parse_ord(ord, &o))
+    return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: invalid order '%s' (None, 'fro', 'nuc' or a number)",
+                     op, ord);
+  if (!(x = ktr_convert(t, op, x, back, false))) return NULL;
+  int r = kiln_val_rank(x), ax[2];
+  bool red[KIR_MAX_RANK];
+  if (n == KILN_ALL_AXES && o.none) { /* every axis, any rank: sqrt(sum(x * x)) */
+    if (!ktr_np_axes(t, op, x, n, axes, red)) return NULL;
+    return ktr_np_norm2(t, op, x, red, keepdims != 0);
+  }
+  if (n == KILN_ALL_AXES) n = r, axes = NULL;
+  if (n != 1 && n != 2)
+    return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: improper number of axes for a norm (%d): one axis "
+                     "computes a vector norm, two a matrix norm", op, n);
+  for (int i = 0; i < n; i++)
+    if (ktr_axis(op, axes ? axes[i] : i, r, &ax[i])) return ktr_fail(t, KILN_ERR_OUT_OF_RANGE);
+  if (n == 1) return ktr_np_vector_norm(t, op, x, &o, ax[0], keepdims != 0);
+  if (ax[0] == ax[1])
+    return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: the two axes of a matrix norm are both %d", op, ax[0]);
+  if (o.none || o.fro) {
+    memset(red, 0, sizeof red);
+    red[ax[0]] = red[ax[1]] = true;
+    return ktr_np_norm2(t, op, x, red, keepdims != 0);
+  }
+  if (o.p == 1 || o.p == -1) return ktr_np_matrix_norm(t, op, x, ax[0], ax[1], o.p > 0, keepdims != 0);
+  if (o.p == INFINITY || o.p == -INFINITY)
+    return ktr_np_matrix_norm(t, op, x, ax[1], ax[0], o.p > 0, keepdims != 0);
+  if (o.nuc || o.p == 2 || o.p == -2)
+    return ktr_failf(t, KILN_ERR_UNIMPLEMENTED, "%s: the %s matrix norm needs singular values, "
+                     "which kiln does not compute", op, o.nuc ? "nuclear" : o.p > 0 ? "2" : "-2");
+  return ktr_failf(t, KILN_ERR_ARGUMENT, "%s: invalid order '%s' for a matrix norm", op, ord);
 }

@@ -73,7 +73,17 @@ kiln_val *ktr_fail(kiln_trace *t, kiln_status st) {
   if (t && t->status == KILN_OK) {
     t->status = st;
     t->error = kcore_strdup(kiln_last_error());
+  } else if (t) {
+    ktr_sticky(t, "trace"); /* a later error: the first one stays the message */
   }
+  return NULL;
+}
+
+kiln_val *ktr_sticky(const kiln_trace *t, const char *op) {
+  if (!t)
+    kcore_fail(KILN_ERR_ARGUMENT, "%s: trace is NULL", op);
+  else if (t->status)
+    kcore_fail(t->status, "%s", t->error ? t->error : kiln_status_str(t->status));
   return NULL;
 }
 
@@ -97,7 +107,10 @@ bool ktr_ok(kiln_trace *t, const char *op, int n, kiln_val *const *vals) {
     kcore_fail(KILN_ERR_ARGUMENT, "%s: trace is NULL", op);
     return false;
   }
-  if (t->status) return false;
+  if (t->status) {
+    ktr_sticky(t, op);
+    return false;
+  }
   for (int i = 0; i < n; i++) {
     if (!vals[i]) {
       /* A NULL from kiln_arg / kiln_arg_path: its message names the path. */
@@ -119,7 +132,8 @@ bool ktr_ok(kiln_trace *t, const char *op, int n, kiln_val *const *vals) {
 }
 
 kiln_status kiln_trace_status(const kiln_trace *t) {
-  return t ? t->status : kcore_fail(KILN_ERR_ARGUMENT, "kiln_trace_status: trace is NULL");
+  ktr_sticky(t, "kiln_trace_status");
+  return t ? t->status : KILN_ERR_ARGUMENT;
 }
 
 const char *kiln_trace_error(const kiln_trace *t) {
@@ -210,7 +224,7 @@ kiln_val *ktr_bind(kiln_trace *t, const char *op, kir_prim prim, const kir_param
 }
 
 kiln_val *ktr_literal(kiln_trace *t, kiln_dtype dtype, bool weak, kir_scalar v) {
-  if (!t || t->status) return NULL;
+  if (!t || t->status) return ktr_sticky(t, "kiln_scalar");
   kir_vid vid;
   kiln_status st = kir_add_literal(t->prog, dtype, weak, v, &vid);
   if (st) return ktr_fail(t, st);
@@ -225,7 +239,10 @@ kiln_status kiln_val_aval(const kiln_val *v, kiln_aval *out) {
 
 kiln_dtype kiln_val_dtype(const kiln_val *v) { return v ? ktr_aval(v)->dtype : KILN_INVALID_DTYPE; }
 int kiln_val_rank(const kiln_val *v) { return v ? ktr_aval(v)->rank : 0; }
-const int64_t *kiln_val_shape(const kiln_val *v) { return v ? ktr_aval(v)->shape : NULL; }
+const int64_t *kiln_val_shape(const kiln_val *v) {
+  if (!v) kcore_fail(KILN_ERR_ARGUMENT, "kiln_val_shape: the value is NULL");
+  return v ? ktr_aval(v)->shape : NULL;
+}
 
 void ktr_aval_export(const kir_aval *in, kiln_aval *out) {
   memset(out, 0, sizeof *out);

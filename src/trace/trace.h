@@ -87,6 +87,10 @@ void ktr_host_table_free(ktr_host_table *h);
 /* Records the thread's current message as the trace's error (first wins)
  * and returns NULL, for `return ktr_fail(t, st)`. */
 kiln_val *ktr_fail(kiln_trace *t, kiln_status st);
+/* Puts the trace's first error back as the thread's message (or says the
+ * trace is NULL) and returns NULL: an op refusing to run on a failed trace
+ * leaves kiln_last_error() naming the failure, as a failing op does. */
+kiln_val *ktr_sticky(const kiln_trace *t, const char *op);
 /* kcore_fail + ktr_fail. */
 kiln_val *ktr_failf(kiln_trace *t, kiln_status st, const char *fmt, ...) KCORE_PRINTF(3, 4);
 /* True when the op may go on: the trace has no error and every operand is

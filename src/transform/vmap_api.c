@@ -15,7 +15,11 @@
 static const int g_axes[2 * KILN_MAX_RANK + 2];
 
 kiln_tree *kiln_axis(int a) {
-  if (a < KTF_AXIS_LO || a > KILN_MAX_RANK) return NULL;
+  if (a < KTF_AXIS_LO || a > KILN_MAX_RANK) {
+    kcore_fail(KILN_ERR_OUT_OF_RANGE, "kiln_axis: axis %d is out of range [%d, %d]", a, KTF_AXIS_LO,
+               KILN_MAX_RANK);
+    return NULL;
+  }
   return kiln_tree_ptr((void *)&g_axes[a - KTF_AXIS_LO]);
 }
 

@@ -94,6 +94,22 @@ const kiln_tree *kiln_tree_at_str(const kiln_tree *t, const char *path) {
   return out;
 }
 
+kiln_array *kiln_get(const kiln_tree *t, const char *path) {
+  const kiln_tree *sub = kiln_tree_at_str(t, path);
+  if (!sub) {
+    char why[1024]; /* copied: kcore_fail rewrites the message it is given */
+    snprintf(why, sizeof why, "%s", kiln_last_error());
+    kcore_fail(KILN_ERR_TREE, "kiln_get: %s", why);
+    return NULL;
+  }
+  const kiln_leaf *l = sub->kind == KILN_NODE_LEAF ? &sub->leaf : NULL;
+  if (l && l->kind == KILN_LEAF_ARRAY) return l->u.array;
+  kcore_fail(KILN_ERR_TREE, "kiln_get: the %s at %s is not an array",
+             !l ? "subtree" : l->kind == KILN_LEAF_VAL ? "traced value" : "pointer leaf",
+             path[0] ? path : "the root");
+  return NULL;
+}
+
 kiln_val *kiln_arg_path(const kiln_tree *args, const char *path) {
   const kiln_tree *sub = kiln_tree_at_str(args, path);
   if (!sub) {

@@ -1,5 +1,6 @@
 /* Tree nodes: building (with the ownership checks), reading, cloning and
  * freeing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tree/tree.h"
@@ -356,13 +357,35 @@ kiln_status kiln_tree_to_object(const kiln_tree *t, void **obj) {
   return KILN_OK;
 }
 
+/* The kind's name, for messages about a node that is not what was asked. */
+static const char *ktree_kind_name(const kiln_tree *t) {
+  if (!t) return "NULL";
+  switch (t->kind) {
+    case KILN_NODE_NONE: return "None";
+    case KILN_NODE_LEAF: return "a leaf";
+    case KILN_NODE_TUPLE: return "a tuple";
+    case KILN_NODE_LIST: return "a list";
+    case KILN_NODE_DICT: return "a dict";
+    case KILN_NODE_CUSTOM: return "a custom node";
+  }
+  return "an unknown node";
+}
+
 const kiln_node_type *kiln_tree_node_type(const kiln_tree *t) {
-  return t && t->kind == KILN_NODE_CUSTOM ? t->type : NULL;
+  if (t && t->kind == KILN_NODE_CUSTOM) return t->type;
+  kcore_fail(KILN_ERR_TREE, "kiln_tree_node_type: the tree is %s, not a custom node",
+             ktree_kind_name(t));
+  return NULL;
 }
 
 const void *kiln_tree_aux(const kiln_tree *t, size_t *aux_size) {
   bool custom = t && t->kind == KILN_NODE_CUSTOM;
   if (aux_size) *aux_size = custom ? t->aux_size : 0;
+  if (!custom)
+    kcore_fail(KILN_ERR_TREE, "kiln_tree_aux: the tree is %s, not a custom node",
+               ktree_kind_name(t));
+  else if (!t->aux)
+    kcore_fail(KILN_ERR_TREE, "kiln_tree_aux: the %s node has no aux data", t->type->name);
   return custom ? t->aux : NULL;
 }
 
@@ -416,28 +439,55 @@ kiln_node_kind kiln_tree_kind(const kiln_tree *t) { return t ? t->kind : KILN_NO
 
 size_t kiln_tree_num_children(const kiln_tree *t) { return t ? t->n : 0; }
 
+/* Child i, or NULL with a message naming op. */
+static bool ktree_child_ok(const char *op, const kiln_tree *t, size_t i) {
+  if (t && i < t->n) return true;
+  if (!t)
+    kcore_fail(KILN_ERR_ARGUMENT, "%s: the tree is NULL", op);
+  else
+    kcore_fail(KILN_ERR_OUT_OF_RANGE, "%s: child %zu is out of range (%s of %zu children)", op, i,
+               ktree_kind_name(t), t->n);
+  return false;
+}
+
 const kiln_tree *kiln_tree_child(const kiln_tree *t, size_t i) {
-  return t && i < t->n ? t->children[i] : NULL;
+  return ktree_child_ok("kiln_tree_child", t, i) ? t->children[i] : NULL;
 }
 
 const char *kiln_tree_key(const kiln_tree *t, size_t i) {
-  if (!t || i >= t->n) return NULL;
+  if (!ktree_child_ok("kiln_tree_key", t, i)) return NULL;
   if (t->kind == KILN_NODE_DICT) return t->keys[i];
   if (t->kind == KILN_NODE_CUSTOM && t->type->dataclass) return t->type->fields[i];
+  kcore_fail(KILN_ERR_TREE, "kiln_tree_key: the children of %s have no keys (only dicts and "
+             "dataclasses name theirs)", ktree_kind_name(t));
   return NULL;
 }
 
 const kiln_leaf *kiln_tree_leaf_get(const kiln_tree *t) {
-  return t && t->kind == KILN_NODE_LEAF ? &t->leaf : NULL;
+  if (t && t->kind == KILN_NODE_LEAF) return &t->leaf;
+  kcore_fail(KILN_ERR_TREE, "kiln_tree_leaf_get: the tree is %s, not a leaf", ktree_kind_name(t));
+  return NULL;
 }
 
 kiln_array *kiln_tree_leaf_array(const kiln_tree *t) {
-  const kiln_leaf *l = kiln_tree_leaf_get(t);
-  return l && l->kind == KILN_LEAF_ARRAY ? l->u.array : NULL;
+  const kiln_leaf *l = t && t->kind == KILN_NODE_LEAF ? &t->leaf : NULL;
+  if (l && l->kind == KILN_LEAF_ARRAY) return l->u.array;
+  kcore_fail(KILN_ERR_TREE, "kiln_tree_leaf_array: the tree is %s, not an array leaf",
+             !l ? ktree_kind_name(t) : l->kind == KILN_LEAF_VAL ? "a traced-value leaf"
+                                                              : "a pointer leaf");
+  return NULL;
 }
 
 const kiln_tree *kiln_tree_get(const kiln_tree *t, const char *key) {
-  if (!t || !key || t->kind != KILN_NODE_DICT) return NULL;
+  if (!key) {
+    kcore_fail(KILN_ERR_ARGUMENT, "kiln_tree_get: the key is NULL");
+    return NULL;
+  }
+  if (!t || t->kind != KILN_NODE_DICT) {
+    kcore_fail(KILN_ERR_TREE, "kiln_tree_get: the tree is %s, not a dict (looking up '%s')",
+               ktree_kind_name(t), key);
+    return NULL;
+  }
   size_t lo = 0, hi = t->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -448,6 +498,11 @@ const kiln_tree *kiln_tree_get(const kiln_tree *t, const char *key) {
     else
       hi = mid;
   }
+  char keys[256] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < t->n && used < sizeof keys; i++)
+    used += (size_t)snprintf(keys + used, sizeof keys - used, "%s'%s'", i ? ", " : "", t->keys[i]);
+  kcore_fail(KILN_ERR_TREE, "kiln_tree_get: no key '%s' in the dict (keys: %s)", key, keys);
   return NULL;
 }
 

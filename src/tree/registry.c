@@ -139,7 +139,10 @@ const kiln_node_type *kiln_node_type_find(const char *name) {
   return t;
 }
 
-const char *kiln_node_type_name(const kiln_node_type *t) { return t ? t->name : NULL; }
+const char *kiln_node_type_name(const kiln_node_type *t) {
+  if (!t) kcore_fail(KILN_ERR_ARGUMENT, "kiln_node_type_name: the node type is NULL");
+  return t ? t->name : NULL;
+}
 
 kiln_status ktree_aux_check(const char *op, const kiln_node_type *type, const void *aux,
                             size_t size) {
