@@ -1,6 +1,6 @@
 /* bench_reduce: f32 sums through kiln_jit_call, time and value.
  *
- *   bench_reduce [--iters N] [--scale S] [--bcast-log2 K] [--json PATH]
+ *   bench_reduce [--iters N] [--scale S] [--bcast-log2 K] [--only REGEX] [--json PATH]
  *
  * Rows (n = 2^24 * S elements where a shape is given by n):
  *   sum_full       x[n].sum(): the C target's split reduction (threads share
@@ -16,6 +16,7 @@
  * (k mod 7) - 3 whose every partial sum is exact, the broadcasts count
  * ones), so a faster but wrong scheme shows in the table. */
 #include <math.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@
 typedef struct reduce_args {
   int iters, bcast_log2;
   double scale;
-  const char *json;
+  const char *json, *only; /* only: an extended regular expression of row names */
 } reduce_args;
 
 typedef struct reduce_case {
@@ -121,6 +122,7 @@ static bool parse_args(int argc, char **argv, reduce_args *a) {
     else if (!strcmp(argv[i], "--scale") && v) a->scale = atof(argv[++i]);
     else if (!strcmp(argv[i], "--bcast-log2") && v) a->bcast_log2 = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && v) a->json = argv[++i];
+    else if (!strcmp(argv[i], "--only") && v) a->only = argv[++i];
     else return false;
   }
   return a->iters >= 1 && a->scale > 0 && a->scale <= 16 && a->bcast_log2 >= 14 &&
@@ -148,8 +150,17 @@ static kiln_status run(const reduce_args *a, kbench_report *r) {
       {"sum_bcast_arg", 2, -1, {(int64_t)1 << 13, (int64_t)1 << (a->bcast_log2 - 13)}, 1},
       {"sum_bcast_lit", 2, -1, {(int64_t)1 << 18, (int64_t)1 << 18}, 2},
   };
+  regex_t only;
+  bool filter = !st && a->only;
+  if (filter && regcomp(&only, a->only, REG_EXTENDED | REG_NOSUB) != 0) {
+    filter = false;
+    st = kiln_fail(KILN_ERR_ARGUMENT, "bench_reduce: --only '%s' is not a regular expression",
+                   a->only);
+  }
   for (size_t i = 0; i < sizeof cases / sizeof *cases && !st; i++)
-    st = time_case(ctx, dev, &cases[i], cases[i].bcast ? 1 + a->iters / 5 : a->iters, r);
+    if (!filter || regexec(&only, cases[i].name, 0, NULL, 0) == 0)
+      st = time_case(ctx, dev, &cases[i], cases[i].bcast ? 1 + a->iters / 5 : a->iters, r);
+  if (filter) regfree(&only);
   if (!st)
     st = kbench_report_note(r, "ms: median per call of --iters calls (broadcast rows: iters/5+1), "
                                "after one compiling call; GBps = 4 * elements / time for the "
@@ -162,7 +173,7 @@ int main(int argc, char **argv) {
   reduce_args a;
   if (!parse_args(argc, argv, &a)) {
     fprintf(stderr, "usage: bench_reduce [--iters N>=1] [--scale S in (0,16]] "
-                    "[--bcast-log2 K in [14,40]] [--json PATH]\n");
+                    "[--bcast-log2 K in [14,40]] [--only REGEX] [--json PATH]\n");
     return 2;
   }
   kbench_report *r = NULL;

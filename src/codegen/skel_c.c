@@ -215,11 +215,12 @@ static bool kcg_c_split_plan(const kcg_ctx *c, kcg_c_split *sp) {
   return sp->parts >= 2;
 }
 
-/* One share of an item: KILN_LANES accumulators over its elements, its
- * partials to scratch, a count of the item's shares done; the share that
- * completes the count combines the item's partials in order 0..parts-1
- * (the result does not depend on which thread ran which share), resets the
- * count and goes on to the epilogue; the others go to their next share. */
+/* One share of an item: KILN_LANES accumulators over its elements (blocked
+ * for float sums, reduce.c), its partials to scratch, a count of the item's
+ * shares done; the share that completes the count combines the item's
+ * partials in order 0..parts-1, pairwise for float sums (the result does not
+ * depend on which thread ran which share), resets the count and goes on to
+ * the epilogue; the others go to their next share. */
 static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
   const kcg_c_split *sp = c->skel;
   int scope = sp->scope, oix[KCG_MAX_SET];
@@ -290,8 +291,19 @@ static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_t
   for (int q = 0; q < n; q++) {
     const char *res = kcg_fresh(c, "acc"), *p = kcg_fresh(c, "p");
     kcg_line(c, scope, "%s %s = %s;", r[q].ctype, res, r[q].identity);
-    kcg_line(c, scope, "for (kiln_i64 %s = 0; %s < %lld; ++%s) %s = %s(%s, %s[%s]);", p, p,
-             (long long)sp->parts, p, res, r[q].combine, res, pq[q], p);
+    if (r[q].block) { /* the partials of a float sum pairwise, as blocks */
+      kcg_cascade pc;
+      kcg_cascade_declare(c, scope, &r[q], 1, NULL, sp->parts, &pc);
+      int s = kcg_scope_open(c, scope, kcg_strf(c, "while (%s < %lld) {", pc.count,
+                                                (long long)sp->parts), "}");
+      kcg_line(c, s, "%s = %s[%s];", res, pq[q], pc.count);
+      kcg_cascade_step(c, s, &r[q], 1, &res, &pc, NULL, false);
+      kcg_scope_close(c, s);
+      kcg_cascade_step(c, scope, &r[q], 1, &res, &pc, NULL, true);
+    } else {
+      kcg_line(c, scope, "for (kiln_i64 %s = 0; %s < %lld; ++%s) %s = %s(%s, %s[%s]);", p, p,
+               (long long)sp->parts, p, res, r[q].combine, res, pq[q], p);
+    }
     out[q] = kcg_term_make(res, scope);
   }
 }
