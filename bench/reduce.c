@@ -6,6 +6,8 @@
  *   sum_full       x[n].sum(): the C target's split reduction (threads share
  *                  the one result)
  *   sum_rows       x[n/4096, 4096].sum(1): one accumulator set per row
+ *   sum_long_rows  x[n/65536, 65536].sum(1): the same over rows long enough
+ *                  to be blocked (src/codegen/reduce.c, KCG_BLOCK)
  *   sum_cols       x[4096, n/4096].sum(0): columns, a tile of results per pass
  *   sum_bcast_arg  broadcast_to(s, [2^13, 2^(K-13)]).sum() for a runtime
  *                  scalar s = 1: not folded (s is unknown), so the kernel
@@ -146,6 +148,7 @@ static kiln_status run(const reduce_args *a, kbench_report *r) {
   const reduce_case cases[] = {
       {"sum_full", 1, -1, {n, 1}, 0},
       {"sum_rows", 2, 1, {w, 4096}, 0},
+      {"sum_long_rows", 2, 1, {n / 65536 > 0 ? n / 65536 : 1, 65536}, 0},
       {"sum_cols", 2, 0, {4096, w}, 0},
       {"sum_bcast_arg", 2, -1, {(int64_t)1 << 13, (int64_t)1 << (a->bcast_log2 - 13)}, 1},
       {"sum_bcast_lit", 2, -1, {(int64_t)1 << 18, (int64_t)1 << 18}, 2},

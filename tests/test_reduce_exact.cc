@@ -250,7 +250,9 @@ TEST(ReduceOfBroadcast, NotFoldedWhereNotExact) {
     } else {
       std::vector<float> v = Call<float>(c, t.k, args, &text);
       ASSERT_EQ(v.size(), 1u);
-      if (t.k.reduce == std::string("prod")) EXPECT_EQ(v[0], 1.0f);
+      if (t.k.reduce == std::string("prod")) {
+        EXPECT_EQ(v[0], 1.0f);
+      }
     }
     EXPECT_TRUE(Contains(text, t.prim)) << text;
     kiln_tree_free(args);
@@ -365,6 +367,48 @@ std::vector<float> Sequential(const Golden &g, const std::vector<float> &x) {
   return acc;
 }
 
+// One golden case on one executor.
+void CheckGolden(const Golden &g, kiln_executor ex) {
+  Ctx c(ex);
+  SCOPED_TRACE(g.name + (ex == KILN_EXECUTOR_REFERENCE ? " (reference executor)" : ""));
+  ASSERT_EQ(g.jax.size(), g.exact.size());
+  int64_t n = 1;
+  for (int64_t d : g.shape) n *= d;
+  std::vector<float> x = Values(n);
+  kiln_tree *args = Args(c.dev, KILN_F32, g.shape, x.data(), x.size() * sizeof(float));
+  kiln_func *f = nullptr;
+  kiln_jit *j = nullptr;
+  kiln_tree *out = nullptr;
+  ASSERT_EQ(kiln_func_new(SumAxes, const_cast<Golden *>(&g), "sum", &f), KILN_OK);
+  ASSERT_EQ(kiln_jit_new(c.ctx, f, nullptr, &j), KILN_OK);
+  ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
+  std::vector<float> got(g.jax.size());
+  ASSERT_EQ(kiln_array_to_host(kiln_tree_leaf_array(out), got.data(), got.size() * sizeof(float)),
+            KILN_OK);
+  std::vector<float> seq = Sequential(g, x);
+  bool drifts = false;
+  double worst = 0, worst_seq = 0, worst_jax = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    double ulp = std::ldexp(1.0, std::ilogb(g.exact[i]) - 23);
+    worst = std::max(worst, std::fabs(got[i] - g.exact[i]) / ulp);
+    worst_seq = std::max(worst_seq, std::fabs(seq[i] - g.exact[i]) / ulp);
+    worst_jax = std::max(worst_jax, std::fabs(g.jax[i] - g.exact[i]) / ulp);
+    double tol = 1e-6 * std::fabs(g.exact[i]);  // jax's test tolerance for f32
+    EXPECT_NEAR(got[i], g.jax[i], tol) << "result " << i;
+    EXPECT_NEAR(got[i], g.exact[i], tol) << "result " << i;
+    drifts |= std::fabs(seq[i] - g.exact[i]) > tol;
+  }
+  EXPECT_TRUE(drifts) << "a sequential sum is within the tolerance: the case tests nothing";
+  std::string tag = g.name + (ex == KILN_EXECUTOR_REFERENCE ? "_reference" : "");
+  ::testing::Test::RecordProperty(tag + "_ulps_kiln", std::to_string(worst));
+  ::testing::Test::RecordProperty(tag + "_ulps_jax", std::to_string(worst_jax));
+  ::testing::Test::RecordProperty(tag + "_ulps_sequential", std::to_string(worst_seq));
+  kiln_tree_free(out);
+  kiln_tree_free(args);
+  kiln_jit_free(j);
+  kiln_func_free(f);
+}
+
 // Full sums, few and many long rows, long columns and a middle axis of up
 // to 2^23 values in [0, 1): kiln's result within JAX's f32 test tolerance
 // (rtol 1e-6, about 8 ulps) of JAX's and of the exact sum, where a
@@ -373,45 +417,8 @@ std::vector<float> Sequential(const Golden &g, const std::vector<float> &x) {
 TEST(BlockedSums, MatchJaxWhereSequentialSumsDrift) {
   std::vector<Golden> golden = ReadGolden();
   ASSERT_EQ(golden.size(), 5u) << "tests/golden/reduce_exact.txt";
-  Ctx c;
-  for (const Golden &g : golden) {
-    SCOPED_TRACE(g.name);
-    ASSERT_EQ(g.jax.size(), g.exact.size());
-    int64_t n = 1;
-    for (int64_t d : g.shape) n *= d;
-    std::vector<float> x = Values(n);
-    kiln_tree *args = Args(c.dev, KILN_F32, g.shape, x.data(), x.size() * sizeof(float));
-    kiln_func *f = nullptr;
-    kiln_jit *j = nullptr;
-    kiln_tree *out = nullptr;
-    ASSERT_EQ(kiln_func_new(SumAxes, const_cast<Golden *>(&g), "sum", &f), KILN_OK);
-    ASSERT_EQ(kiln_jit_new(c.ctx, f, nullptr, &j), KILN_OK);
-    ASSERT_EQ(kiln_jit_call(j, args, &out), KILN_OK) << kiln_last_error();
-    std::vector<float> got(g.jax.size());
-    ASSERT_EQ(kiln_array_to_host(kiln_tree_leaf_array(out), got.data(), got.size() * sizeof(float)),
-              KILN_OK);
-    std::vector<float> seq = Sequential(g, x);
-    bool drifts = false;
-    double worst = 0, worst_seq = 0, worst_jax = 0;
-    for (size_t i = 0; i < got.size(); i++) {
-      double ulp = std::ldexp(1.0, std::ilogb(g.exact[i]) - 23);
-      worst = std::max(worst, std::fabs(got[i] - g.exact[i]) / ulp);
-      worst_seq = std::max(worst_seq, std::fabs(seq[i] - g.exact[i]) / ulp);
-      worst_jax = std::max(worst_jax, std::fabs(g.jax[i] - g.exact[i]) / ulp);
-      double tol = 1e-6 * std::fabs(g.exact[i]);  // jax's test tolerance for f32
-      EXPECT_NEAR(got[i], g.jax[i], tol) << "result " << i;
-      EXPECT_NEAR(got[i], g.exact[i], tol) << "result " << i;
-      drifts |= std::fabs(seq[i] - g.exact[i]) > tol;
-    }
-    EXPECT_TRUE(drifts) << "a sequential sum is within the tolerance: the case tests nothing";
-    RecordProperty(g.name + "_ulps_kiln", std::to_string(worst));
-    RecordProperty(g.name + "_ulps_jax", std::to_string(worst_jax));
-    RecordProperty(g.name + "_ulps_sequential", std::to_string(worst_seq));
-    kiln_tree_free(out);
-    kiln_tree_free(args);
-    kiln_jit_free(j);
-    kiln_func_free(f);
-  }
+  for (kiln_executor ex : {KILN_EXECUTOR_FUSED, KILN_EXECUTOR_REFERENCE})
+    for (const Golden &g : golden) CheckGolden(g, ex);
 }
 
 // ---- the kernels' text, C and CUDA ----
