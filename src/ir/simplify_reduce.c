@@ -99,6 +99,7 @@ int kir_simplify_reduce_of_broadcast(kir_program *p, int i, kir_vid *to, kiln_st
   kir_vid x = b->in[0];
   const kir_aval xa = *kir_var_aval(p, x), ba = *kir_var_aval(p, e->in[0]);
   const kir_dims *axes = &e->params.axes.axes, *bd = &b->params.broadcast.broadcast_dimensions;
+  if (axes->n == 0) return 0; /* moves no data: kir_simplify makes it a reshape */
   int64_t count = 1;
   for (int k = 0; k < axes->n; k++) {
     int a = axes->v[k];
