@@ -332,8 +332,10 @@ std::vector<Golden> ReadGolden() {
     Golden g;
     g.name = name;
     in >> dims >> axes;
-    for (std::istringstream ds(dims); std::getline(ds, name, 'x');) g.shape.push_back(std::stoll(name));
-    for (std::istringstream as(axes); std::getline(as, name, ',');) g.axes.push_back(std::stoi(name));
+    for (std::istringstream ds(dims); std::getline(ds, name, 'x');)
+      g.shape.push_back(std::stoll(name));
+    for (std::istringstream as(axes); std::getline(as, name, ',');)
+      g.axes.push_back(std::stoi(name));
     float v;
     while (in >> v) g.jax.push_back(v);
     out.push_back(g);
@@ -427,7 +429,8 @@ TEST(BlockedSums, MatchJaxWhereSequentialSumsDrift) {
     int64_t n = 1;
     for (int64_t d : g.shape) n *= d;
     std::vector<float> x = Values(n), seq = Sequential(g, x);
-    for (kiln_executor ex : {KILN_EXECUTOR_FUSED, KILN_EXECUTOR_REFERENCE}) CheckGolden(g, ex, x, seq);
+    for (kiln_executor ex : {KILN_EXECUTOR_FUSED, KILN_EXECUTOR_REFERENCE})
+      CheckGolden(g, ex, x, seq);
   }
 }
 
