@@ -25,6 +25,30 @@
                    COMBINE(COMBINE(a[4], a[5]), COMBINE(a[6], a[7])));             \
   }
 
+/* Blocked sums (src/codegen/reduce.c): an accumulator adds at most a block
+ * of elements in sequence, then its value joins a pairwise cascade of block
+ * totals, a binary counter over the blocks: level h of `stack` (n partials
+ * per level) holds the total of 2^h blocks, so the error of a sum of b
+ * blocks of B elements grows as B + log2(b), not as b * B. push adds
+ * acc[0..n) as block number blk (0, 1, ...) and restarts acc at the
+ * identity; end folds the levels left after `blocks` pushes into acc. Only
+ * levels a push wrote are read. */
+#define KILN_DEFINE_CASCADE(NAME, T, COMBINE, IDENTITY)                            \
+  KILN_FN void kiln_cascade_push_##NAME(T *stack, T *acc, int n, kiln_i64 blk) {   \
+    int h = 0;                                                                     \
+    for (; blk & 1; blk >>= 1, ++h)                                                \
+      for (int l = 0; l < n; ++l) acc[l] = COMBINE(stack[h * n + l], acc[l]);      \
+    for (int l = 0; l < n; ++l) {                                                  \
+      stack[h * n + l] = acc[l];                                                   \
+      acc[l] = (T)(IDENTITY);                                                      \
+    }                                                                              \
+  }                                                                                \
+  KILN_FN void kiln_cascade_end_##NAME(const T *stack, T *acc, int n, kiln_i64 blocks) { \
+    for (int h = 0; (blocks >> h) != 0; ++h)                                       \
+      if ((blocks >> h) & 1)                                                       \
+        for (int l = 0; l < n; ++l) acc[l] = COMBINE(stack[h * n + l], acc[l]);    \
+  }
+
 #ifdef KILN_CUDA
 #define KILN_FULL_MASK 0xffffffffu
 

@@ -486,6 +486,7 @@ typedef struct kcg_reducer {
   const char *combine;  /* a prelude function of (acc, x): "kiln_add_f32" */
   const char *identity; /* literal */
   const char *ctype;    /* accumulator type (f16/bf16 sums round every step) */
+  bool block;           /* an f32/f64 sum: its chains are blocked (KCG_BLOCK) */
 } kcg_reducer;
 kcg_reducer kcg_reducer_of(kcg_ctx *c, kir_prim prim, kiln_dtype d); /* reduce.c */
 /* The operand index of reduction e for result index ix with the reduced
@@ -508,6 +509,28 @@ void kcg_acc_declare(kcg_ctx *c, int scope, const kcg_reducer *r, int n, bool la
  * eqns[k] at oix[k]). */
 void kcg_accumulate(kcg_ctx *c, const int *eqns, int n, const int *oix, const kcg_reducer *r,
                     const char *const *acc, const char *sub);
+/* Blocked accumulation: an f32/f64 sum's accumulator (each lane of it)
+ * adds at most KCG_BLOCK elements in sequence; then its value joins a
+ * pairwise cascade of block totals (KILN_DEFINE_CASCADE of kernels/reduce.h)
+ * and it restarts from the identity, so that the rounding error of a chain
+ * of n elements grows as KCG_BLOCK + log2(n / KCG_BLOCK) instead of n (2^36
+ * ones sum exactly, as in XLA's tree reductions). Loops of at most a block
+ * per chain emit as before. */
+#define KCG_BLOCK 1024
+bool kcg_blocked(const kcg_reducer *r, int n); /* whether any reducer of the set is */
+typedef struct kcg_cascade {
+  const char *stack[KCG_MAX_SET]; /* per blocked reducer: levels x width partials */
+  const char *count;              /* blocks pushed so far */
+  const char *width;              /* partials per accumulator; NULL: one scalar */
+} kcg_cascade;
+/* Declares in scope the cascades of the blocked reducers for at most
+ * max_blocks blocks of accumulators `width` wide (NULL: scalars). */
+void kcg_cascade_declare(kcg_ctx *c, int scope, const kcg_reducer *r, int n, const char *width,
+                         int64_t max_blocks, kcg_cascade *k);
+/* In scope: the accumulators' first `bound` partials (NULL: all `width`)
+ * pushed as the next block; or, `end`, the cascade folded into them. */
+void kcg_cascade_step(kcg_ctx *c, int scope, const kcg_reducer *r, int n, const char *const *acc,
+                      const kcg_cascade *k, const char *bound, bool end);
 /* `const T res = expr;` in scope. */
 kcg_term kcg_acc_result(kcg_ctx *c, int scope, const kcg_reducer *r, const char *expr);
 /* Sequential loops over the reduced dimensions, in ix's scope; the

@@ -49,6 +49,7 @@ kcg_reducer kcg_reducer_of(kcg_ctx *c, kir_prim prim, kiln_dtype d) {
   r.combine = kcg_strf(c, "kiln_%s_%s", op, s);
   r.identity = kcg_literal(c, d == KILN_F16 || d == KILN_BF16 ? KILN_F32 : d, id);
   r.ctype = kcg_ctype(d);
+  r.block = prim == KIR_PRIM_REDUCE_SUM && (d == KILN_F32 || d == KILN_F64);
   return r;
 }
 
@@ -145,6 +146,41 @@ void kcg_accumulate(kcg_ctx *c, const int *eqns, int n, const int *oix, const kc
   }
 }
 
+bool kcg_blocked(const kcg_reducer *r, int n) {
+  for (int k = 0; k < n; k++)
+    if (r[k].block) return true;
+  return false;
+}
+
+void kcg_cascade_declare(kcg_ctx *c, int scope, const kcg_reducer *r, int n, const char *width,
+                         int64_t max_blocks, kcg_cascade *k) {
+  int levels = 1;
+  while (levels < 62 && ((int64_t)1 << levels) <= max_blocks) levels++;
+  k->width = width;
+  k->count = kcg_fresh(c, "nblk");
+  kcg_line(c, scope, "kiln_i64 %s = 0;", k->count);
+  for (int q = 0; q < n; q++) {
+    k->stack[q] = NULL;
+    if (!r[q].block) continue;
+    k->stack[q] = kcg_fresh(c, "blk");
+    kcg_line(c, scope, "%s %s[%d * %s];", r[q].ctype, k->stack[q], levels, width ? width : "1");
+    kcg_helper(c, kcg_strf(c, "KILN_DEFINE_CASCADE(%s, %s, %s, %s)", r[q].name, r[q].ctype,
+                           r[q].combine, r[q].identity));
+    c->uses_reduce_h = true;
+  }
+}
+
+void kcg_cascade_step(kcg_ctx *c, int scope, const kcg_reducer *r, int n, const char *const *acc,
+                      const kcg_cascade *k, const char *bound, bool end) {
+  const char *w = bound ? bound : k->width ? k->width : "1";
+  for (int q = 0; q < n; q++) {
+    if (!r[q].block) continue;
+    kcg_line(c, scope, "kiln_cascade_%s_%s(%s, %s%s, %s, %s);", end ? "end" : "push", r[q].name,
+             k->stack[q], k->width ? "" : "&", acc[q], w, k->count);
+  }
+  if (!end) kcg_line(c, scope, "++%s;", k->count);
+}
+
 kcg_term kcg_acc_result(kcg_ctx *c, int scope, const kcg_reducer *r, const char *expr) {
   const char *name = kcg_fresh(c, "res");
   kcg_line(c, scope, "const %s %s = %s;", r->ctype, name, expr);
@@ -185,16 +221,42 @@ void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out
     rc[k] = kcg_term_make(v, parent);
   }
   const char *v = kcg_fresh(c, "r");
-  int64_t main = lanes ? inner - inner % KCG_LANES : inner;
+  int64_t main = lanes ? inner - inner % KCG_LANES : inner, width = lanes ? KCG_LANES : 1;
+  /* Blocks within the innermost loop when one pass of it is long; else a
+   * flush after each pass, when the chains run across passes and a pass is
+   * long enough to pay for it. */
+  bool blocked = kcg_blocked(r, n);
+  bool block_inner = blocked && main / width > KCG_BLOCK;
+  bool flush_rows = blocked && !block_inner && m > 1 && count / width > KCG_BLOCK &&
+                    main / width >= KCG_BLOCK / 16;
+  kcg_cascade cas;
+  int64_t rows = count / inner, per_row = (main + KCG_BLOCK * width - 1) / (KCG_BLOCK * width);
+  if (block_inner || flush_rows)
+    kcg_cascade_declare(c, scope, r, n, lanes ? "KILN_LANES" : NULL,
+                        block_inner ? rows * per_row : rows, &cas);
+  int host = parent;
+  const char *lo = "0", *hi = kcg_strf(c, "%lld", (long long)main);
+  if (block_inner) {
+    const char *bb = kcg_fresh(c, "bb"), *be = kcg_fresh(c, "be");
+    host = kcg_scope_open(c, parent,
+                          kcg_strf(c, "for (%s %s = 0; %s < %s; %s += %lld) {\n"
+                                   "  const %s %s = %s + %lld < %s ? %s + %lld : %s;",
+                                   c->idx_type, bb, bb, hi, bb, (long long)(KCG_BLOCK * width),
+                                   c->idx_type, be, bb, (long long)(KCG_BLOCK * width), hi, bb,
+                                   (long long)(KCG_BLOCK * width), hi),
+                          "}");
+    lo = bb;
+    hi = be;
+  }
   if (lanes) {
     const char *vb = kcg_fresh(c, "rb"), *l = kcg_fresh(c, "l");
     int s = kcg_scope_open(
-        c, parent,
+        c, host,
         kcg_strf(c,
-                 "for (%s %s = 0; %s < %lld; %s += KILN_LANES) {\n"
+                 "for (%s %s = %s; %s < %s; %s += KILN_LANES) {\n"
                  "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
                  "    const %s %s = %s + %s;",
-                 c->idx_type, vb, vb, (long long)main, vb, l, l, l, c->idx_type, v, vb, l),
+                 c->idx_type, vb, lo, vb, hi, vb, l, l, l, c->idx_type, v, vb, l),
         "  }\n}");
     c->scopes[s].indent++;
     rc[m - 1] = kcg_term_make(v, s);
@@ -202,18 +264,33 @@ void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out
     kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", l));
     kcg_scope_close(c, s);
     v = kcg_fresh(c, "r");
-  }
-  if (main < inner || !lanes) {
-    int s = kcg_scope_open(c, parent,
-                           kcg_strf(c, "for (%s %s = %lld; %s < %lld; ++%s) {", c->idx_type, v,
-                                    (long long)(lanes ? main : 0), v, (long long)inner, v),
+  } else {
+    int s = kcg_scope_open(c, host,
+                           kcg_strf(c, "for (%s %s = %s; %s < %s; ++%s) {", c->idx_type, v, lo, v,
+                                    hi, v),
                            "}");
     rc[m - 1] = kcg_term_make(v, s);
     kcg_operand_indices(c, eqns, n, ix, rc, oix);
-    kcg_accumulate(c, eqns, n, oix, r, acc, lanes ? "[0]" : "");
+    kcg_accumulate(c, eqns, n, oix, r, acc, "");
     kcg_scope_close(c, s);
   }
+  if (block_inner) {
+    kcg_cascade_step(c, host, r, n, acc, &cas, NULL, false);
+    kcg_scope_close(c, host);
+  }
+  if (lanes && main < inner) {
+    int s = kcg_scope_open(c, parent,
+                           kcg_strf(c, "for (%s %s = %lld; %s < %lld; ++%s) {", c->idx_type, v,
+                                    (long long)main, v, (long long)inner, v),
+                           "}");
+    rc[m - 1] = kcg_term_make(v, s);
+    kcg_operand_indices(c, eqns, n, ix, rc, oix);
+    kcg_accumulate(c, eqns, n, oix, r, acc, "[0]");
+    kcg_scope_close(c, s);
+  }
+  if (flush_rows) kcg_cascade_step(c, parent, r, n, acc, &cas, NULL, false);
   while (nl > 0) kcg_scope_close(c, loops[--nl]);
+  if (block_inner || flush_rows) kcg_cascade_step(c, scope, r, n, acc, &cas, NULL, true);
   for (int k = 0; k < n; k++)
     out[k] = kcg_acc_result(
         c, scope, &r[k], lanes ? kcg_strf(c, "kiln_lanes_%s(%s)", r[k].name, acc[k]) : acc[k]);

@@ -215,11 +215,12 @@ static bool kcg_c_split_plan(const kcg_ctx *c, kcg_c_split *sp) {
   return sp->parts >= 2;
 }
 
-/* One share of an item: KILN_LANES accumulators over its elements, its
- * partials to scratch, a count of the item's shares done; the share that
- * completes the count combines the item's partials in order 0..parts-1
- * (the result does not depend on which thread ran which share), resets the
- * count and goes on to the epilogue; the others go to their next share. */
+/* One share of an item: KILN_LANES accumulators over its elements (blocked
+ * for float sums, reduce.c), its partials to scratch, a count of the item's
+ * shares done; the share that completes the count combines the item's
+ * partials in order 0..parts-1, pairwise for float sums (the result does not
+ * depend on which thread ran which share), resets the count and goes on to
+ * the epilogue; the others go to their next share. */
 static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {
   const kcg_c_split *sp = c->skel;
   int scope = sp->scope, oix[KCG_MAX_SET];
@@ -232,13 +233,30 @@ static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_t
   long long ch = (long long)sp->chunk, count = (long long)sp->count;
   kcg_line(c, scope, "const kiln_i64 %s = part * %lld, %s = %s + %lld < %lld ? %s + %lld : %lld;",
            rf, ch, rt, rf, ch, count, rf, ch, count);
+  /* A long share runs in blocks of KCG_BLOCK elements per lane (reduce.c). */
+  bool blocked = kcg_blocked(r, n) && sp->chunk / KCG_LANES > KCG_BLOCK;
+  const char *lo = rf, *hi = rt;
+  int host = scope;
+  kcg_cascade cas;
+  if (blocked) {
+    const char *bb = kcg_fresh(c, "bb"), *be = kcg_fresh(c, "be");
+    long long b = (long long)KCG_BLOCK * KCG_LANES;
+    kcg_cascade_declare(c, scope, r, n, "KILN_LANES", (sp->chunk + b - 1) / b, &cas);
+    host = kcg_scope_open(c, scope,
+                          kcg_strf(c, "for (kiln_i64 %s = %s; %s < %s; %s += %lld) {\n"
+                                   "  const kiln_i64 %s = %s + %lld < %s ? %s + %lld : %s;",
+                                   bb, rf, bb, rt, bb, b, be, bb, b, rt, bb, b, rt),
+                          "}");
+    lo = bb;
+    hi = be;
+  }
   int s = kcg_scope_open(
-      c, scope,
+      c, host,
       kcg_strf(c,
                "for (kiln_i64 %s = %s; %s + KILN_LANES <= %s; %s += KILN_LANES) {\n"
                "  KILN_LANES_LOOP for (int %s = 0; %s < KILN_LANES; ++%s) {\n"
                "    const kiln_i64 %s = %s + %s;",
-               rb, rf, rb, rt, rb, l, l, l, v, rb, l),
+               rb, lo, rb, hi, rb, l, l, l, v, rb, l),
       "  }\n}");
   c->scopes[s].indent++;
   kcg_term rl = kcg_term_make(v, s);
@@ -246,6 +264,10 @@ static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_t
     oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
   kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", l));
   kcg_scope_close(c, s);
+  if (blocked) {
+    kcg_cascade_step(c, host, r, n, acc, &cas, NULL, false);
+    kcg_scope_close(c, host);
+  }
   s = kcg_scope_open(c, scope,
                      kcg_strf(c, "for (kiln_i64 %s = %s + (%s - %s) / KILN_LANES * KILN_LANES; "
                               "%s < %s; ++%s) {", v2, rf, rt, rf, v2, rt, v2),
@@ -255,6 +277,7 @@ static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_t
     oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
   kcg_accumulate(c, eqns, n, oix, r, acc, "[0]");
   kcg_scope_close(c, s);
+  if (blocked) kcg_cascade_step(c, scope, r, n, acc, &cas, NULL, true);
   const char *pq[KCG_MAX_SET];
   for (int q = 0; q < n; q++) {
     pq[q] = kcg_fresh(c, "part");
@@ -268,8 +291,19 @@ static void kcg_c_split_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_t
   for (int q = 0; q < n; q++) {
     const char *res = kcg_fresh(c, "acc"), *p = kcg_fresh(c, "p");
     kcg_line(c, scope, "%s %s = %s;", r[q].ctype, res, r[q].identity);
-    kcg_line(c, scope, "for (kiln_i64 %s = 0; %s < %lld; ++%s) %s = %s(%s, %s[%s]);", p, p,
-             (long long)sp->parts, p, res, r[q].combine, res, pq[q], p);
+    if (r[q].block) { /* the partials of a float sum pairwise, as blocks */
+      kcg_cascade pc;
+      kcg_cascade_declare(c, scope, &r[q], 1, NULL, sp->parts, &pc);
+      int s = kcg_scope_open(c, scope, kcg_strf(c, "while (%s < %lld) {", pc.count,
+                                                (long long)sp->parts), "}");
+      kcg_line(c, s, "%s = %s[%s];", res, pq[q], pc.count);
+      kcg_cascade_step(c, s, &r[q], 1, &res, &pc, NULL, false);
+      kcg_scope_close(c, s);
+      kcg_cascade_step(c, scope, &r[q], 1, &res, &pc, NULL, true);
+    } else {
+      kcg_line(c, scope, "for (kiln_i64 %s = 0; %s < %lld; ++%s) %s = %s(%s, %s[%s]);", p, p,
+               (long long)sp->parts, p, res, r[q].combine, res, pq[q], p);
+    }
     out[q] = kcg_term_make(res, scope);
   }
 }
@@ -322,9 +356,26 @@ static void kcg_c_col_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
     kcg_line(c, col->tile, "for (kiln_i64 %s = 0; %s < tn; ++%s) %s[%s] = %s;", u, u, u, acc[k], u,
              r[k].identity);
   }
-  int rs = kcg_scope_open(c, col->tile,
-                          kcg_strf(c, "for (kiln_i64 %s = 0; %s < %lld; ++%s) {", v, v,
-                                   (long long)col->rows, v),
+  /* Long columns run in blocks of KCG_BLOCK rows (reduce.c). */
+  bool blocked = kcg_blocked(r, n) && col->rows > KCG_BLOCK;
+  const char *lo = "0", *hi = kcg_strf(c, "%lld", (long long)col->rows);
+  int host = col->tile;
+  kcg_cascade cas;
+  if (blocked) {
+    const char *bb = kcg_fresh(c, "bb"), *be = kcg_fresh(c, "be");
+    kcg_cascade_declare(c, col->tile, r, n, kcg_strf(c, "%d", KCG_C_COL_TILE),
+                        (col->rows + KCG_BLOCK - 1) / KCG_BLOCK, &cas);
+    host = kcg_scope_open(c, col->tile,
+                          kcg_strf(c, "for (kiln_i64 %s = 0; %s < %s; %s += %d) {\n"
+                                   "  const kiln_i64 %s = %s + %d < %s ? %s + %d : %s;",
+                                   bb, bb, hi, bb, KCG_BLOCK, be, bb, KCG_BLOCK, hi, bb,
+                                   KCG_BLOCK, hi),
+                          "}");
+    lo = bb;
+    hi = be;
+  }
+  int rs = kcg_scope_open(c, host,
+                          kcg_strf(c, "for (kiln_i64 %s = %s; %s < %s; ++%s) {", v, lo, v, hi, v),
                           "}");
   int us = kcg_scope_open(c, rs, kcg_strf(c, "for (kiln_i64 %s = 0; %s < tn; ++%s) {", u, u, u),
                           "}");
@@ -336,6 +387,11 @@ static void kcg_c_col_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_ter
   kcg_accumulate(c, eqns, n, oix, r, acc, kcg_strf(c, "[%s]", u));
   kcg_scope_close(c, us);
   kcg_scope_close(c, rs);
+  if (blocked) {
+    kcg_cascade_step(c, host, r, n, acc, &cas, "(int)tn", false);
+    kcg_scope_close(c, host);
+    kcg_cascade_step(c, col->tile, r, n, acc, &cas, "(int)tn", true);
+  }
   int scope = kcg_index_scope(c, ix);
   for (int k = 0; k < n; k++) out[k] = kcg_acc_result(c, scope, &r[k], kcg_strf(c, "%s[t]", acc[k]));
 }

@@ -48,9 +48,28 @@ static void kcg_cuda_strided(kcg_ctx *c, const int *eqns, int n, int ix, int sco
   const char *v = kcg_fresh(c, "r");
   kcg_reducers(c, eqns, n, r);
   kcg_acc_declare(c, scope, r, n, false, acc);
-  int s = kcg_scope_open(c, scope,
-                         kcg_strf(c, "for (%s %s = %s; %s < %lld; %s += %lld) {", c->idx_type, v,
-                                  from, v, (long long)count, v, (long long)step),
+  /* A thread's long share runs in blocks of KCG_BLOCK elements (reduce.c). */
+  bool blocked = kcg_blocked(r, n) && count / step > KCG_BLOCK;
+  const char *lo = from, *hi = kcg_strf(c, "%lld", (long long)count);
+  int host = scope;
+  kcg_cascade cas;
+  if (blocked) {
+    const char *bb = kcg_fresh(c, "bb"), *be = kcg_fresh(c, "be");
+    long long b = (long long)KCG_BLOCK * step;
+    kcg_cascade_declare(c, scope, r, n, NULL, (count + b - 1) / b, &cas);
+    host = kcg_scope_open(c, scope,
+                          kcg_strf(c, "for (%s %s = %s; %s < %s; %s += %lld) {\n"
+                                   "  const %s %s = %s + %lld < %s ? %s + %lld : %s;",
+                                   c->idx_type, bb, from, bb, hi, bb, b, c->idx_type, be, bb, b,
+                                   hi, bb, b, hi),
+                          "}");
+    c->scopes[host].divergent = true;
+    lo = bb;
+    hi = be;
+  }
+  int s = kcg_scope_open(c, host,
+                         kcg_strf(c, "for (%s %s = %s; %s < %s; %s += %lld) {", c->idx_type, v,
+                                  lo, v, hi, v, (long long)step),
                          "}");
   c->scopes[s].divergent = true;
   kcg_term rl = kcg_term_make(v, s);
@@ -58,6 +77,11 @@ static void kcg_cuda_strided(kcg_ctx *c, const int *eqns, int n, int ix, int sco
     oix[q] = kcg_reduce_operand_index(c, &c->p->eqns[eqns[q]], ix, NULL, &rl);
   kcg_accumulate(c, eqns, n, oix, r, acc, "");
   kcg_scope_close(c, s);
+  if (blocked) {
+    kcg_cascade_step(c, host, r, n, acc, &cas, NULL, false);
+    kcg_scope_close(c, host);
+    kcg_cascade_step(c, scope, r, n, acc, &cas, NULL, true);
+  }
 }
 
 void kcg_cuda_reduce(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out) {

@@ -24,8 +24,9 @@ kiln_status kir_cse(kir_program *p, int *removed);
  * broadcasts that add size-1 axes only, squeeze, expand_dims) become
  * reshapes; a reshape of a reshape reads the first one's operand; a reshape
  * to its operand's own type is dropped and its uses redirected; transposes
- * feeding a dot_general fold into it (kir_dot_fold_transposes). Runs inside
- * sub-programs too; *simplified (may be NULL) counts the rewrites. */
+ * feeding a dot_general fold into it (kir_dot_fold_transposes); a reduction
+ * of a broadcast over the axes it made reads the broadcast's operand
+ * (kir_simplify_reduce_of_broadcast). Runs inside sub-programs too; *simplified (may be NULL) counts the rewrites. */
 kiln_status kir_simplify(kir_program *p, int *simplified);
 
 /* A dot_general that BLAS (and cuBLASLt) runs on its operands as stored:
@@ -43,6 +44,12 @@ bool kir_dot_gemm_layout(const kir_aval *lhs, const kir_aval *rhs, const kir_dot
  * y) with the dimension numbers permuted, where the result is the same and
  * the dot a GEMM of that layout (dot_layout.c); the number folded. */
 int kir_dot_fold_transposes(const kir_program *p, kir_eqn *e);
+/* kir_simplify's rewrite of equation i, a reduction of a broadcast_in_dim
+ * over axes the broadcast made, where the result is exactly the same
+ * (simplify_reduce.c): 0 if left alone, 1 if rewritten in place, 2 if its
+ * result is now the literal *to (the caller redirects its uses). *st is set
+ * on failure (out of memory). */
+int kir_simplify_reduce_of_broadcast(kir_program *p, int i, kir_vid *to, kiln_status *st);
 
 /* Replaces each custom_jvp_call, custom_vjp_call and checkpoint of the root
  * program p by the equations of the program it calls (recursively; calls

@@ -1,5 +1,6 @@
 /* kir_simplify: shape equations that move no data become reshapes, and
- * reshapes that undo each other disappear. Transposition writes many of
+ * reshapes that undo each other disappear; a reduction of a broadcast over
+ * the axes it made reads the operand instead (simplify_reduce.c). Transposition writes many of
  * them (the transpose of broadcasting a [n] bias to [1, n] is a reduce_sum
  * over the size-1 axis, followed by a reshape back): left in, each is a
  * kernel of its own at run time. Transposes feeding a dot_general fold into
@@ -75,6 +76,16 @@ static kiln_status kir_simplify_program(kir_program *p, int *n) {
     st = sub.st;
     if (e->prim == KIR_PRIM_DOT_GENERAL) *n += kir_dot_fold_transposes(p, e);
     if (e->n_in != 1 || e->n_out != 1) continue;
+    kir_vid lit;
+    int folded = kir_simplify_reduce_of_broadcast(p, i, &lit, &st);
+    if (st != KILN_OK) break;
+    e = &p->eqns[i];
+    *n += folded > 0;
+    if (folded == 2) {
+      subst[e->out[0]] = lit;
+      drop[i] = true;
+      continue;
+    }
     if (kir_moves_no_data(p, e)) {
       kir_to_reshape(p, e);
       (*n)++;
