@@ -2,10 +2,13 @@
  * memory (CUDA, through NCCL): one host thread walks the body's steps
  * (spmd_steps.c) for every device of the mesh in lockstep. A compute step
  * is each device's compiled program, run on its arrays; a collective step
- * is one call of the backend's collective for all devices at once; a copy
- * step is a reshape done as a device copy. Every
+ * is one call of the backend's collective for all devices at once (as
+ * spmd_collective.c maps the equation); a copy step is a reshape done as a
+ * device copy; a control step (a cond, while or scan holding collectives,
+ * spmd_control.c) runs its sub-plans in scopes of their own. Every
  * step only enqueues, so all devices' work is queued without waiting for
- * any; the call waits once, for the collectives (bounded by
+ * any (a control step waits where it reads an index or predicate back);
+ * the call waits once, for the collectives (bounded by
  * KILN_COLLECTIVE_TIMEOUT), and then for the results it copies back. A
  * collective failure drops the mesh's communicators, so the next call
  * starts afresh and the context stays usable. */
