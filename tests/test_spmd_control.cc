@@ -211,25 +211,47 @@ kiln_tree *ScanBody(kiln_trace *t, const kiln_tree *args, void *user) {
   return r;
 }
 
+// The host's answer for ScanBody over n devices: per device, the final
+// carry and ys.
+void ScanOnHost(int n, int64_t L, int reverse, const std::vector<float> &init,
+                const std::vector<float> &xs, std::vector<std::vector<float>> *c,
+                std::vector<std::vector<float>> *ys) {
+  c->assign((size_t)n, {});
+  ys->assign((size_t)n, std::vector<float>((size_t)L * 4));
+  for (int d = 0; d < n; d++) (*c)[(size_t)d].assign(init.begin() + d * 4, init.begin() + d * 4 + 4);
+  for (int64_t it = 0; it < L; it++) {
+    int64_t i = reverse ? L - 1 - it : it;
+    std::vector<std::vector<float>> next((size_t)n, std::vector<float>(4, 0.f));
+    for (int d = 0; d < n; d++)
+      for (int j = 0; j < 4; j++) {
+        for (int e = 0; e < n; e++) next[(size_t)d][(size_t)j] += xs[(size_t)((e * L + i) * 4 + j)];
+        (*ys)[(size_t)d][(size_t)(i * 4 + j)] = (*c)[(size_t)((d + n - 1) % n)][(size_t)j];
+      }
+    *c = next;
+  }
+}
+
+void ExpectScan(const char *what, int n, int64_t L, const std::vector<std::vector<float>> &y,
+                const std::vector<std::vector<float>> &c, const std::vector<std::vector<float>> &ys) {
+  ASSERT_EQ(y[0].size(), (size_t)n * 4) << what;
+  ASSERT_EQ(y[1].size(), (size_t)(n * L * 4)) << what;
+  for (int d = 0; d < n; d++) {
+    for (int j = 0; j < 4; j++)
+      EXPECT_EQ(y[0][(size_t)(d * 4 + j)], c[(size_t)d][(size_t)j]) << what << ": carry of device " << d;
+    for (int64_t k = 0; k < L * 4; k++)
+      EXPECT_EQ(y[1][(size_t)(d * L * 4 + k)], ys[(size_t)d][(size_t)k])
+          << what << ": ys of device " << d << " at " << k;
+  }
+}
+
 TEST_F(SpmdControl, ScanRunsItsCollectivesEveryIterationInEitherDirection) {
   const int64_t L = 3;
   // init: device d's carry is d*4 + j; xs: device d's rows are its L rows of
   // a [n*L, 4] iota (from 100, apart from init's values).
   std::vector<float> init = Iota(n_ * 4), xs = Iota(n_ * L * 4, 100);
   for (int reverse = 0; reverse < 2; reverse++) {
-    // The host's answer: per device, carry and ys.
-    std::vector<std::vector<float>> c((size_t)n_), ys((size_t)n_, std::vector<float>((size_t)L * 4));
-    for (int d = 0; d < n_; d++) c[(size_t)d].assign(init.begin() + d * 4, init.begin() + d * 4 + 4);
-    for (int64_t it = 0; it < L; it++) {
-      int64_t i = reverse ? L - 1 - it : it;
-      std::vector<std::vector<float>> next((size_t)n_, std::vector<float>(4, 0.f));
-      for (int d = 0; d < n_; d++)
-        for (int j = 0; j < 4; j++) {
-          for (int e = 0; e < n_; e++) next[(size_t)d][(size_t)j] += xs[(size_t)((e * L + i) * 4 + j)];
-          ys[(size_t)d][(size_t)(i * 4 + j)] = c[(size_t)((d + n_ - 1) % n_)][(size_t)j];
-        }
-      c = next;
-    }
+    std::vector<std::vector<float>> c, ys;
+    ScanOnHost(n_, L, reverse, init, xs, &c, &ys);
     for (int which = 0; which < 2; which++) {
       Backend &b = *Both(which);
       ScanUser u{b.Func(ScanStep, &n_, "step"), L, reverse};
@@ -238,16 +260,30 @@ TEST_F(SpmdControl, ScanRunsItsCollectivesEveryIterationInEitherDirection) {
       std::vector<std::vector<float>> y;
       ASSERT_EQ(Call(b, sm, {F32({n_ * 4}, init), F32({n_ * L, 4}, xs)}, 2, &y), KILN_OK)
           << Name(which) << ": " << kiln_last_error();
-      ASSERT_EQ(y[0].size(), (size_t)n_ * 4);
-      ASSERT_EQ(y[1].size(), (size_t)(n_ * L * 4));
-      for (int d = 0; d < n_; d++) {
-        for (int j = 0; j < 4; j++)
-          EXPECT_EQ(y[0][(size_t)(d * 4 + j)], c[(size_t)d][(size_t)j])
-              << Name(which) << " reverse " << reverse << ": carry of device " << d;
-        for (int64_t k = 0; k < L * 4; k++)
-          EXPECT_EQ(y[1][(size_t)(d * L * 4 + k)], ys[(size_t)d][(size_t)k])
-              << Name(which) << " reverse " << reverse << ": ys of device " << d << " at " << k;
-      }
+      ExpectScan(reverse ? "reverse" : "forward", n_, L, y, c, ys);
+    }
+  }
+}
+
+// Control steps nest: a cond whose branches are the scans above (forward
+// when true, reverse when false).
+TEST_F(SpmdControl, AScanInsideACondRunsAsAControlStepOfItsBranch) {
+  const int64_t L = 2;
+  std::vector<float> init = Iota(n_ * 4), xs = Iota(n_ * L * 4, 50);
+  for (bool pred : {true, false}) {
+    std::vector<std::vector<float>> c, ys;
+    ScanOnHost(n_, L, !pred, init, xs, &c, &ys);
+    for (int which = 0; which < 2; which++) {
+      Backend &b = *Both(which);
+      kiln_func *step = b.Func(ScanStep, &n_, "step");
+      ScanUser fwd{step, L, 0}, rev{step, L, 1};
+      CondUser u{b.Func(ScanBody, &fwd, "forward"), b.Func(ScanBody, &rev, "reverse"), pred};
+      kiln_func *sm = b.ShardMap(b.Func(CondBody, &u, "cond"), "i", "i");
+      ASSERT_NE(sm, nullptr);
+      std::vector<std::vector<float>> y;
+      ASSERT_EQ(Call(b, sm, {F32({n_ * 4}, init), F32({n_ * L, 4}, xs)}, 2, &y), KILN_OK)
+          << Name(which) << ": " << kiln_last_error();
+      ExpectScan(Name(which), n_, L, y, c, ys);
     }
   }
 }
