@@ -189,8 +189,12 @@ void kiln_padded_free(kiln_padded *p);
  * lockstep instead. On CUDA devices one thread enqueues every device's
  * work in lockstep, the collectives through NCCL (libnccl.so.2, or the
  * library KILN_NCCL_LIBRARY names; without one this fails with
- * KILN_ERR_COLLECTIVE naming NCCL); bodies with effects, or with
- * collectives inside control flow, are KILN_ERR_UNIMPLEMENTED there.
+ * KILN_ERR_COLLECTIVE naming NCCL). Collectives inside cond, while and
+ * scan run there too, per branch taken or per iteration: every device of
+ * the mesh must take the same branch and the same number of iterations
+ * (else KILN_ERR_COLLECTIVE naming two devices that differ). Bodies with
+ * effects, and collectives nested in other equations, are
+ * KILN_ERR_UNIMPLEMENTED there.
  * Collectives give up after KILN_COLLECTIVE_TIMEOUT seconds (300) with
  * KILN_ERR_COLLECTIVE. The mesh's devices are taken to be the context's
  * first ones in order. */

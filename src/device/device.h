@@ -144,13 +144,19 @@ typedef struct kdev_exec_ops {
   void (*free)(kdev_exec *x);
 } kdev_exec_ops;
 
-/* ---- the backend interface: collectives over device memory ----
- * A backend whose devices' memory the host does not address runs a mesh's
- * collectives itself (NCCL on CUDA). One call covers every device of the
- * mesh at once (one thread drives them all): in[i] / out[i] are device i's
- * buffers. Calls only enqueue, ordered after the inputs' writes; `wait`
- * waits for everything queued on the mesh, bounded by the mesh's timeout
- * (KILN_COLLECTIVE_TIMEOUT). */
+/* ---- the backend interface: collectives ----
+ * Every backend with more than one device runs a mesh's collectives itself,
+ * in one of two ways, as its devices run programs:
+ * - lockstep (`run`, `all_reduce_many`, `wait`; CUDA over NCCL): one host
+ *   thread drives every device of the mesh. One call covers them all: in[i]
+ *   / out[i] are device i's buffers. Calls only enqueue, ordered after the
+ *   inputs' writes; `wait` waits for everything queued on the mesh, bounded
+ *   by the mesh's timeout (KILN_COLLECTIVE_TIMEOUT).
+ * - threaded (`run_part`, `leave`, `timed_out`; CPU over its rendezvous):
+ *   each device runs on a host thread of its own and calls its part of the
+ *   collective; the call returns once the device's result is written.
+ * A backend sets the functions of one way and NULL for the other's. dist
+ * maps each collective equation to one kdev_coll for both ways. */
 typedef enum kdev_coll_kind {
   KDEV_COLL_ALL_REDUCE,     /* out = reduce over the group (count elements) */
   KDEV_COLL_ALL_GATHER,     /* out = every rank's in, rank-major */
@@ -178,21 +184,37 @@ typedef struct kdev_coll {
 typedef struct kdev_coll_ops {
   /* Fails naming the collective library when it cannot be used. */
   kiln_status (*probe)(kdev_backend *b);
-  /* The first n devices; a wait gives up after timeout_s (the context's
-   * collective_timeout_s). */
+  /* The first n devices; a collective gives up after timeout_s (the
+   * context's collective_timeout_s). A threaded backend's mesh keeps
+   * nothing of b (it may outlive the context: a device left behind). */
   kiln_status (*mesh_new)(kdev_backend *b, int n, double timeout_s, void **mesh);
   void (*mesh_free)(void *mesh);
+  /* Lockstep: c for every device of the mesh. */
   kiln_status (*run)(void *mesh, const kdev_coll *c, kdev_buffer *const *in,
                      kdev_buffer *const *out);
-  /* All-reduce of n_ops operands in place, packed into a few buckets (c:
-   * the reduction, axes and groups; its dtype and count are unused):
-   * bufs[k * n + i] is operand k on device i, dtypes[k] and counts[k] its
-   * type and elements. */
+  /* Lockstep: all-reduce of n_ops operands in place, packed into a few
+   * buckets (c: the reduction, axes and groups; its dtype and count are
+   * unused): bufs[k * n + i] is operand k on device i, dtypes[k] and
+   * counts[k] its type and elements. */
   kiln_status (*all_reduce_many)(void *mesh, const kdev_coll *c, int n_ops,
                                  const kiln_dtype *dtypes, const int64_t *counts,
                                  kdev_buffer *const *bufs);
-  /* A failure (timeout, asynchronous error) leaves the mesh broken: free it. */
+  /* Lockstep: a failure (timeout, asynchronous error) leaves the mesh
+   * broken: free it. */
   kiln_status (*wait)(void *mesh);
+  /* Threaded: device `device`'s part of c, on its own thread; in and out
+   * are its buffers (out may alias in). Every member of its group must
+   * make the same call; one that does not within the timeout, or that
+   * leaves, fails the group's members with KILN_ERR_COLLECTIVE, and the
+   * group stays broken: free the mesh. */
+  kiln_status (*run_part)(void *mesh, const kdev_coll *c, int device, const kdev_buffer *in,
+                          kdev_buffer *out);
+  /* Threaded: device `device` will not take part any more (why: the
+   * reason, named in the others' failures); its groups break. */
+  void (*leave)(void *mesh, int device, const char *why);
+  /* Threaded: whether device `device`'s last failed part failed because a
+   * member did not arrive in time. */
+  bool (*timed_out)(void *mesh, int device);
 } kdev_coll_ops;
 
 struct kiln_device {
@@ -220,7 +242,7 @@ struct kdev_backend {
   kiln_device *devices;
   void *state;
   const kdev_exec_ops *exec;      /* NULL: the reference executor runs everything */
-  const kdev_coll_ops *coll;      /* NULL: collectives run on host memory (KDEV_CAP_HOST_MEMORY) */
+  const kdev_coll_ops *coll;      /* NULL: the backend runs no collectives */
   void (*close)(kdev_backend *b); /* frees the devices' impl, the devices and state */
   _Atomic int64_t live_arrays;
 };

@@ -113,47 +113,56 @@ kiln_status kdist_spmd_run_local(kiln_ctx *ctx, const kir_eval_env *env, const k
  * body on the reference evaluators). Compiles the body if needed. */
 kiln_status kdist_spmd_donors(kiln_ctx *ctx, const kir_eqn *e, const kir_buffer *in,
                               const kir_buffer *out, const bool *donated, int *donor);
-/* Device `rank` of a CPU rendezvous group of n runs its part of collective
- * e (spmd_collective.c): in/out are its own buffers. */
-struct kcpu_coll_group;
-kiln_status kdist_cpu_collective(struct kcpu_coll_group *g, int rank, int64_t n, const kir_eqn *e,
-                                 const kir_buffer *in, kir_buffer *out);
-
 /* The shard_map equation e alone as a program's text, so that a copy parsed
  * back from it owns a body whose collectives are bound (malloc'ed; NULL:
  * out of memory). */
 char *kdist_shard_map_text(const kir_eqn *e, const kir_buffer *in, const kir_buffer *out);
+/* ---- the one mapping from a collective equation to the backend's call
+ * (spmd_collective.c), for the threaded and the lockstep runners ---- */
 /* The mesh axes collective e runs over, as indices: ppermute numbers its
  * ranks in mesh order (as JAX), the others in the order named. */
 kiln_status kdist_coll_axes(const kir_mesh *m, const kir_eqn *e, int *na, int *ax);
+/* The rank along axes ax[na] of the device at coord (axis_index), and its
+ * group (*color, may be NULL): its coordinates on the other axes. */
+int kdist_coll_rank(const kir_mesh *m, const int64_t *coord, int na, const int *ax, int *color);
+/* The groups of mesh m along axes ax[na]: n_groups of `size` devices. */
+typedef struct kdist_coll_groups {
+  char axes[KIR_MESH_MAX_AXES * (KIR_AXIS_NAME_MAX + 1)]; /* "data,model": the backend's key */
+  int na, ax[KIR_MESH_MAX_AXES];
+  int64_t size, n_groups;
+  int *color, *rank; /* per device of the mesh: its group and its rank in it */
+} kdist_coll_groups;
+kiln_status kdist_coll_groups_new(const kir_mesh *m, int na, const int *ax, kdist_coll_groups *g);
+void kdist_coll_groups_free(kdist_coll_groups *g);
+/* Operand a -> result o of collective e over groups g as the backend's
+ * call: kind, reduction, count, layout moves; a ppermute's pairs are
+ * parsed into `pairs` (room for g->size). c points into g and pairs. */
+kiln_status kdist_coll_describe(const kir_eqn *e, const kir_aval *a, const kir_aval *o,
+                                const kdist_coll_groups *g, int (*pairs)[2], kdev_coll *c);
 
 /* Device `coords`' shard of global (split by spec, of type shard) when it
  * is one contiguous run of global's memory: *data points at it (no copy). */
 bool kdist_shard_view(const kir_mesh *m, const int64_t *coords, const kir_spec *spec,
                       const kir_buffer *global, const kir_aval *shard, void **data);
 
-/* The rendezvous groups of a CPU shard_map call (spmd_groups.c). The
- * groups of one axis set: n_groups groups of `size` members. */
-typedef struct kdist_axis_groups {
-  char axes[KIR_MESH_MAX_AXES * KIR_AXIS_NAME_MAX]; /* "data,model" */
-  int na, ax[KIR_MESH_MAX_AXES];
-  int64_t size, n_groups;
-  struct kcpu_coll_group **g;
-} kdist_axis_groups;
+/* The collective groups of a CPU shard_map call (spmd_groups.c): one set
+ * per set of mesh axes its body's collectives span, run through the
+ * backend's threaded collectives on a mesh of the call's own. */
 typedef struct kdist_spmd_run {
   kir_mesh m;
   int64_t n;
   double timeout_s; /* the context's collective_timeout_s */
   int n_sets;
-  kdist_axis_groups *sets;
+  kdist_coll_groups *sets;
+  const kdev_coll_ops *coll; /* the backend's (static: outlives the context) */
+  void *mesh;                /* NULL: the body has no collective that exchanges data */
   _Atomic bool abandoned; /* a device of the last call was left behind */
 } kdist_spmd_run;
-/* The groups every collective of body needs (r->m, n and timeout_s set). */
-kiln_status kdist_groups_build(kdist_spmd_run *r, const kir_program *body);
-kdist_axis_groups *kdist_groups_find(kdist_spmd_run *r, int na, const int *ax);
-/* The group along s of the device at coord, and its rank in it. */
-struct kcpu_coll_group *kdist_group_of(const kdist_spmd_run *r, const kdist_axis_groups *s,
-                                       const int64_t *coord, int *rank);
+/* The groups every collective of body needs and the backend's mesh for
+ * them (r->m, n, timeout_s and coll set; coll NULL: the backend runs no
+ * collectives, an error where the body has some). */
+kiln_status kdist_groups_build(kdist_spmd_run *r, kdev_backend *be, const kir_program *body);
+kdist_coll_groups *kdist_groups_find(kdist_spmd_run *r, int na, const int *ax);
 void kdist_groups_free(kdist_spmd_run *r);
 
 /* A CPU shard_map call's frame (spmd_frame.c): what a call over a mesh
@@ -200,9 +209,10 @@ typedef struct kdist_frame {
   kir_buffer *bufs; /* per device, nio */
   void **own;       /* per buffer: its own memory, made on first need */
 } kdist_frame;
-/* A frame for shard_map p (its groups wait timeout_s). */
+/* A frame for shard_map p (its collectives on be's mesh, NULL: none, wait
+ * timeout_s). */
 kiln_status kdist_frame_new(const kir_p_shard_map *p, struct kdist_spmd_state *state,
-                            double timeout_s, bool fenced, kdist_frame **out);
+                            kdev_backend *be, double timeout_s, bool fenced, kdist_frame **out);
 void kdist_frame_free(kdist_frame *f); /* NULL is allowed */
 /* Points device d's buffer k at its shard of the global value g where that
  * is one run of g's memory (a result only where d writes it back and no
@@ -267,8 +277,10 @@ int kdist_workers_stuck(kdist_workers *w);
 typedef enum kdist_step_kind {
   KDIST_STEP_COMPUTE,
   KDIST_STEP_COLLECTIVE,
-  KDIST_STEP_COPY /* a reshape: the operand's bytes copied on the device */
+  KDIST_STEP_COPY, /* a reshape: the operand's bytes copied on the device */
+  KDIST_STEP_CONTROL /* a cond, while or scan whose bodies hold collectives */
 } kdist_step_kind;
+struct kdist_plan;
 typedef struct kdist_step {
   kdist_step_kind kind;
   const kir_eqn *e;  /* COLLECTIVE, COPY: the body's equation */
@@ -277,21 +289,26 @@ typedef struct kdist_step {
   kir_vid *in, *out; /* COMPUTE: the body vars it reads, and those later steps read */
   bool *donated;     /* COMPUTE: per invar, all false */
   kdev_exec **x;     /* COMPUTE: per device */
+  /* CONTROL: a plan per sub-program: cond's branches, while's cond then
+   * body, scan's body. */
+  int n_sub;
+  struct kdist_plan **sub;
 } kdist_step;
 
 typedef struct kdist_plan {
-  char *text; /* kdist_shard_map_text: the cache key, with n */
+  char *text; /* kdist_shard_map_text: the cache key, with n (NULL: a sub-plan) */
   int64_t n;  /* devices */
-  kir_program *prog; /* parsed from text: owns body */
+  kir_program *prog; /* parsed from text: owns body (NULL: a sub-plan) */
   const kir_program *body;
+  char where[72]; /* a sub-plan's place in names: ".<step>.<sub-program>", nested */
   int n_steps;
   kdist_step *steps;
   struct kdist_plan *next;
 } kdist_plan;
 
 /* Splits and compiles (for the context's first n devices). Bodies with
- * effects, or with collectives below their top level, are
- * KILN_ERR_UNIMPLEMENTED. */
+ * effects, or with collectives nested elsewhere than in cond, while and
+ * scan, are KILN_ERR_UNIMPLEMENTED. */
 kiln_status kdist_plan_build(kiln_ctx *ctx, const char *text, int64_t n, kdist_plan **out);
 void kdist_plan_free(kiln_ctx *ctx, kdist_plan *p); /* NULL is allowed */
 void kdist_step_free(kiln_ctx *ctx, int64_t n, kdist_step *s);
@@ -303,6 +320,30 @@ void kdist_lockstep_free(kdist_lockstep *ls); /* NULL is allowed */
 /* Evaluates shard_map equation e on global host values in -> out. */
 kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_buffer *in,
                                kir_buffer *out);
+/* One lockstep run of a plan: every device's value of each var of the
+ * plan's program (a sub-plan runs in a scope of its own). */
+typedef struct kdist_lock_call {
+  kiln_ctx *ctx;
+  const kdist_plan *p;
+  kir_mesh m;
+  void *mesh;        /* the backend's collective mesh */
+  kiln_array **vals; /* [d * p->body->n_vars + v], references */
+  bool *used_mesh;   /* collectives were queued on the mesh (shared by the scopes) */
+} kdist_lock_call;
+/* Device d's value of v (borrowed; a literal is uploaded on first use). */
+kiln_status kdist_lock_value(kdist_lock_call *c, int64_t d, kir_vid v, kiln_array **out);
+/* Sets device d's value of v, taking the reference a. */
+void kdist_lock_set(kdist_lock_call *c, int64_t d, kir_vid v, kiln_array *a);
+/* Runs sub-plan sub in a scope of its own over args[d * n_invars + k]
+ * (borrowed); res[d * n_outvars + k] receives new references. */
+kiln_status kdist_lock_run_sub(kdist_lock_call *c, const kdist_plan *sub, kiln_array *const *args,
+                               kiln_array **res);
+/* Waits for the collectives queued on the mesh so far (bounded by the
+ * timeout): before the host reads a value that one may write. */
+kiln_status kdist_lock_sync(kdist_lock_call *c);
+/* A control step (spmd_control.c): the branch every device takes, or the
+ * loop's iterations, each through its sub-plan. */
+kiln_status kdist_control_run(kdist_lock_call *c, const kdist_step *s);
 
 /* ---- jit over sharded arguments (jit_shard.c, jit_shard_plan.c) ---- */
 /* Lends the context's jit the hooks that run calls with sharded leaves or

@@ -16,13 +16,14 @@ void kdist_frame_free(kdist_frame *f) {
 }
 
 kiln_status kdist_frame_new(const kir_p_shard_map *p, struct kdist_spmd_state *state,
-                            double timeout_s, bool fenced, kdist_frame **out) {
+                            kdev_backend *be, double timeout_s, bool fenced, kdist_frame **out) {
   const kir_program *body = p->jaxpr;
   kdist_frame *f = calloc(1, sizeof *f);
   if (!f) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   kiln_status st = kir_mesh_parse("shard_map", p->mesh, &f->run.m);
   f->run.n = f->run.m.n_devices;
   f->run.timeout_s = timeout_s;
+  f->run.coll = be ? be->coll : NULL;
   f->state = state, f->fenced = fenced;
   f->nio = (size_t)(body->n_invars + body->n_outvars);
   size_t cells = (size_t)f->run.n * f->nio + 1;
@@ -33,7 +34,7 @@ kiln_status kdist_frame_new(const kir_p_shard_map *p, struct kdist_spmd_state *s
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) st = kir_specs_parse("shard_map", p->in_specs, &f->run.m, body->n_invars, f->specs);
   if (!st) st = kir_specs_parse("shard_map", p->out_specs, &f->run.m, body->n_outvars, f->specs + body->n_invars);
-  if (!st) st = kdist_groups_build(&f->run, body);
+  if (!st) st = kdist_groups_build(&f->run, be, body);
   for (int64_t d = 0; !st && d < f->run.n; d++) {
     kdist_device_run *dr = &f->devs[d];
     dr->run = &f->run, dr->d = d, dr->body = body;

@@ -2,10 +2,13 @@
  * memory (CUDA, through NCCL): one host thread walks the body's steps
  * (spmd_steps.c) for every device of the mesh in lockstep. A compute step
  * is each device's compiled program, run on its arrays; a collective step
- * is one call of the backend's collective for all devices at once; a copy
- * step is a reshape done as a device copy. Every
+ * is one call of the backend's collective for all devices at once (as
+ * spmd_collective.c maps the equation); a copy step is a reshape done as a
+ * device copy; a control step (a cond, while or scan holding collectives,
+ * spmd_control.c) runs its sub-plans in scopes of their own. Every
  * step only enqueues, so all devices' work is queued without waiting for
- * any; the call waits once, for the collectives (bounded by
+ * any (a control step waits where it reads an index or predicate back);
+ * the call waits once, for the collectives (bounded by
  * KILN_COLLECTIVE_TIMEOUT), and then for the results it copies back. A
  * collective failure drops the mesh's communicators, so the next call
  * starts afresh and the context stays usable. */
@@ -32,15 +35,7 @@ typedef struct coll_mesh {
   struct coll_mesh *next;
 } coll_mesh;
 
-/* One call: every device's value of every body var. */
-typedef struct lock_call {
-  kdist_lockstep *ls;
-  const kdist_plan *p;
-  kir_mesh m;
-  coll_mesh *mesh;
-  kiln_array **vals; /* [d * n_vars + v] */
-  bool used_mesh;
-} lock_call;
+typedef kdist_lock_call lock_call;
 
 kiln_status kdist_lockstep_new(kiln_ctx *ctx, kdist_lockstep **out) {
   kiln_status st = ctx->be.coll->probe(&ctx->be);
@@ -109,14 +104,20 @@ static kiln_array **slot(lock_call *c, int64_t d, kir_vid v) {
   return &c->vals[d * c->p->body->n_vars + v];
 }
 
+void kdist_lock_set(kdist_lock_call *c, int64_t d, kir_vid v, kiln_array *a) {
+  kiln_array **s = slot(c, d, v);
+  kiln_array_release(*s);
+  *s = a;
+}
+
 /* Device d's value of v (a literal is uploaded on first use). */
-static kiln_status value(lock_call *c, int64_t d, kir_vid v, kiln_array **out) {
+kiln_status kdist_lock_value(kdist_lock_call *c, int64_t d, kir_vid v, kiln_array **out) {
   kiln_array **s = slot(c, d, v);
   const kir_var *var = &c->p->body->vars[v];
   if (!*s && var->kind == KIR_VAR_LITERAL) {
     char bytes[16];
     kir_scalar_store(var->aval.dtype, var->u.literal, bytes);
-    kiln_status st = kiln_array_from_host(&c->ls->ctx->be.devices[d], var->aval.dtype, 0, NULL,
+    kiln_status st = kiln_array_from_host(&c->ctx->be.devices[d], var->aval.dtype, 0, NULL,
                                           bytes, kiln_dtype_size(var->aval.dtype), s);
     if (st) return st;
   }
@@ -127,13 +128,13 @@ static kiln_status value(lock_call *c, int64_t d, kir_vid v, kiln_array **out) {
 }
 
 static kiln_status run_compute(lock_call *c, const kdist_step *s) {
-  const kdev_exec_ops *ops = c->ls->ctx->be.exec;
+  const kdev_exec_ops *ops = c->ctx->be.exec;
   kiln_array **args = calloc((size_t)s->n_in + 1, sizeof *args);
   kiln_array **outs = calloc((size_t)s->n_out + 1, sizeof *outs);
   kiln_status st = args && outs ? KILN_OK
                                 : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   for (int64_t d = 0; !st && d < c->m.n_devices; d++) {
-    for (int k = 0; !st && k < s->n_in; k++) st = value(c, d, s->in[k], &args[k]);
+    for (int k = 0; !st && k < s->n_in; k++) st = kdist_lock_value(c, d, s->in[k], &args[k]);
     if (!st) st = ops->run(s->x[d], args, outs);
     for (int k = 0; !st && k < s->n_out; k++) *slot(c, d, s->out[k]) = outs[k];
     if (st) st = kcore_fail_wrap(st, "shard_map: device %lld", (long long)d);
@@ -146,111 +147,45 @@ static kiln_status run_copy(lock_call *c, const kir_eqn *e) {
   const kir_aval *o = kir_var_aval(c->p->body, e->out[0]);
   kiln_status st = KILN_OK;
   for (int64_t d = 0; !st && d < c->m.n_devices; d++) {
-    kiln_device *dev = &c->ls->ctx->be.devices[d];
+    kiln_device *dev = &c->ctx->be.devices[d];
     kiln_array *x, **y = slot(c, d, e->out[0]);
-    if (!(st = value(c, d, e->in[0], &x)) &&
+    if (!(st = kdist_lock_value(c, d, e->in[0], &x)) &&
         !(st = kdev_array_alloc(kir_prim_name(e->prim), dev, o->dtype, o->rank, o->shape, y)))
       st = dev->ops->copy(dev, &(*y)->buf, dev, &x->buf, (*y)->buf.nbytes);
   }
   return st;
 }
 
-static int64_t prod(const int64_t *v, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++) p *= v[i];
-  return p;
-}
-
-/* The collective's kind, count and layout moves for operand a -> result o
- * over groups of n (see kdev_coll). */
-static kiln_status describe(const kir_eqn *e, const kir_aval *a, const kir_aval *o, int64_t n,
-                            kdev_coll *c) {
-  c->count = kir_aval_size(a);
-  c->in_outer = c->out_outer = 1;
-  switch (e->prim) {
-    case KIR_PRIM_PSUM:
-    case KIR_PRIM_PMAX:
-    case KIR_PRIM_PMIN:
-      c->kind = KDEV_COLL_ALL_REDUCE;
-      return KILN_OK;
-    case KIR_PRIM_ALL_GATHER: {
-      int dim = (int)e->params.all_gather.all_gather_dimension;
-      c->kind = KDEV_COLL_ALL_GATHER;
-      c->out_outer = prod(a->shape, 0, dim), c->out_block = prod(a->shape, dim, a->rank);
-      return KILN_OK;
-    }
-    case KIR_PRIM_PSUM_SCATTER: {
-      int dim = (int)e->params.psum_scatter.scatter_dimension;
-      c->kind = KDEV_COLL_REDUCE_SCATTER;
-      c->in_outer = prod(a->shape, 0, dim);
-      c->in_block = a->shape[dim] / n * prod(a->shape, dim + 1, a->rank);
-      return KILN_OK;
-    }
-    case KIR_PRIM_PPERMUTE:
-      c->kind = KDEV_COLL_PPERMUTE;
-      return KILN_OK;
-    case KIR_PRIM_ALL_TO_ALL: {
-      const kir_p_all_to_all *p = &e->params.all_to_all;
-      int sa = (int)p->split_axis, ca = (int)p->concat_axis;
-      c->kind = KDEV_COLL_ALL_TO_ALL;
-      c->in_outer = prod(a->shape, 0, sa);
-      c->in_block = a->shape[sa] / n * prod(a->shape, sa + 1, a->rank);
-      /* Received blocks are chunks of the operand split along split_axis;
-       * they line up along concat_axis (tiled) or stack on a new one. */
-      c->out_outer = prod(o->shape, 0, ca);
-      c->out_block = p->tiled ? o->shape[ca] / n * prod(o->shape, ca + 1, o->rank)
-                              : prod(o->shape, ca + 1, o->rank);
-      return KILN_OK;
-    }
-    default:
-      return kcore_fail(KILN_ERR_INTERNAL, "%s: not a collective", kir_prim_name(e->prim));
-  }
-}
-
-/* Device d's group (color) and rank in it over the axes ax. */
-static void group_of(const kir_mesh *m, int64_t d, int na, const int *ax, int *color, int *rank) {
-  int64_t coord[KIR_MESH_MAX_AXES], g = 0, r = 0;
-  bool in_set[KIR_MESH_MAX_AXES] = {false};
-  kir_mesh_coords(m, d, coord);
-  for (int k = 0; k < na; k++) in_set[ax[k]] = true, r = r * m->size[ax[k]] + coord[ax[k]];
-  for (int a = 0; a < m->ndim; a++)
-    if (!in_set[a]) g = g * m->size[a] + coord[a];
-  *color = (int)g, *rank = (int)r;
-}
-
-static kiln_status run_axis_index(lock_call *c, const kir_eqn *e, int na, const int *ax) {
+static kiln_status run_axis_index(lock_call *c, const kir_eqn *e, const kdist_coll_groups *g) {
   kiln_status st = KILN_OK;
   for (int64_t d = 0; !st && d < c->m.n_devices; d++) {
-    int color, rank;
-    group_of(&c->m, d, na, ax, &color, &rank);
-    int32_t v = rank;
-    st = kiln_array_from_host(&c->ls->ctx->be.devices[d], KILN_I32, 0, NULL, &v, sizeof v,
+    int32_t v = g->rank[d];
+    st = kiln_array_from_host(&c->ctx->be.devices[d], KILN_I32, 0, NULL, &v, sizeof v,
                               slot(c, d, e->out[0]));
   }
   return st;
 }
 
 typedef struct coll_scratch {
-  int *color, *rank;
+  kdist_coll_groups g;
   int (*pairs)[2];
   kdev_buffer **in, **out;
 } coll_scratch;
 
 /* Operand k of collective e for every device at once. */
-static kiln_status run_operand(lock_call *c, const kir_eqn *e, int k, kdev_coll *cc,
-                               coll_scratch *sc) {
+static kiln_status run_operand(lock_call *c, const kir_eqn *e, int k, coll_scratch *sc) {
   const kir_program *body = c->p->body;
   const kir_aval *o = kir_var_aval(body, e->out[k]);
-  kiln_status st = describe(e, kir_var_aval(body, e->in[k]), o,
-                            c->m.n_devices / (cc->color[c->m.n_devices - 1] + 1), cc);
+  kdev_coll cc;
+  kiln_status st = kdist_coll_describe(e, kir_var_aval(body, e->in[k]), o, &sc->g, sc->pairs, &cc);
   for (int64_t d = 0; !st && d < c->m.n_devices; d++) {
     kiln_array *x, **y = slot(c, d, e->out[k]);
-    if (!(st = value(c, d, e->in[k], &x)) &&
-        !(st = kdev_array_alloc(cc->name, &c->ls->ctx->be.devices[d], o->dtype, o->rank, o->shape, y)))
+    if (!(st = kdist_lock_value(c, d, e->in[k], &x)) &&
+        !(st = kdev_array_alloc(cc.name, &c->ctx->be.devices[d], o->dtype, o->rank, o->shape, y)))
       sc->in[d] = &x->buf, sc->out[d] = &(*y)->buf;
   }
-  c->used_mesh = true;
-  if (!st) st = c->ls->ctx->be.coll->run(c->mesh->mesh, cc, sc->in, sc->out);
+  *c->used_mesh = true;
+  if (!st) st = c->ctx->be.coll->run(c->mesh, &cc, sc->in, sc->out);
   return st;
 }
 
@@ -294,17 +229,17 @@ static kiln_status run_reduce_many(lock_call *c, int i, int j, int n_ops, const 
       const kir_aval *a = kir_var_aval(c->p->body, e->out[k]);
       dtypes[o] = a->dtype, counts[o] = kir_aval_size(a);
       for (int64_t d = 0; !st && d < n; d++) {
-        kiln_device *dev = &c->ls->ctx->be.devices[d];
+        kiln_device *dev = &c->ctx->be.devices[d];
         kiln_array *x, **y = slot(c, d, e->out[k]);
-        if (!(st = value(c, d, e->in[k], &x)) &&
+        if (!(st = kdist_lock_value(c, d, e->in[k], &x)) &&
             !(st = kdev_array_alloc(cc->name, dev, a->dtype, a->rank, a->shape, y)) &&
             !(st = dev->ops->copy(dev, &(*y)->buf, dev, &x->buf, (*y)->buf.nbytes)))
           bufs[o * n + d] = &(*y)->buf;
       }
     }
   }
-  c->used_mesh = true;
-  if (!st) st = c->ls->ctx->be.coll->all_reduce_many(c->mesh->mesh, cc, n_ops, dtypes, counts, bufs);
+  *c->used_mesh = true;
+  if (!st) st = c->ctx->be.coll->all_reduce_many(c->mesh, cc, n_ops, dtypes, counts, bufs);
   free(bufs), free(dtypes), free(counts);
   return st;
 }
@@ -313,33 +248,32 @@ static kiln_status run_reduce_many(lock_call *c, int i, int j, int n_ops, const 
 static kiln_status run_collectives(lock_call *c, int i, int j) {
   const kir_eqn *e = c->p->steps[i].e;
   int na, ax[KIR_MESH_MAX_AXES];
-  kiln_status st = kdist_coll_axes(&c->m, e, &na, ax);
-  if (st) return st;
-  if (e->prim == KIR_PRIM_AXIS_INDEX) return run_axis_index(c, e, na, ax);
   int64_t n = c->m.n_devices;
-  char axes[KIR_MESH_MAX_AXES * (KIR_AXIS_NAME_MAX + 1)] = "";
-  for (int k = 0; k < na; k++)
-    snprintf(axes + strlen(axes), sizeof axes - strlen(axes), "%s%s", k ? "," : "", c->m.name[ax[k]]);
-  coll_scratch sc = {calloc((size_t)n, sizeof *sc.color), calloc((size_t)n, sizeof *sc.rank),
-                     calloc((size_t)n, sizeof *sc.pairs), calloc((size_t)n, sizeof *sc.in),
-                     calloc((size_t)n, sizeof *sc.out)};
-  if (!sc.color || !sc.rank || !sc.pairs || !sc.in || !sc.out)
+  coll_scratch sc = {.pairs = NULL};
+  kiln_status st = kdist_coll_axes(&c->m, e, &na, ax);
+  if (!st) st = kdist_coll_groups_new(&c->m, na, ax, &sc.g);
+  if (st) return st;
+  if (e->prim == KIR_PRIM_AXIS_INDEX) {
+    st = run_axis_index(c, e, &sc.g);
+    kdist_coll_groups_free(&sc.g);
+    return st;
+  }
+  sc.pairs = calloc((size_t)n, sizeof *sc.pairs);
+  sc.in = calloc((size_t)n, sizeof *sc.in), sc.out = calloc((size_t)n, sizeof *sc.out);
+  if (!sc.pairs || !sc.in || !sc.out)
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  for (int64_t d = 0; !st && d < n; d++) group_of(&c->m, d, na, ax, &sc.color[d], &sc.rank[d]);
-  kdev_coll cc = {.name = kir_prim_name(e->prim), .axes = axes, .color = sc.color,
-                  .rank = sc.rank, .pairs = (const int(*)[2])sc.pairs,
-                  .reduce = e->prim == KIR_PRIM_PSUM ? 0 : e->prim == KIR_PRIM_PMAX ? 1 : 2};
-  if (!st && e->prim == KIR_PRIM_PPERMUTE)
-    st = kir_perm_parse(e->params.ppermute.perm, n / (sc.color[n - 1] + 1), &cc.npairs, sc.pairs);
   int n_ops = 0;
   for (int s = i; s < j; s++) n_ops += c->p->steps[s].e->n_in;
   bool many = n_ops > 1 && is_reduction(e->prim);
-  if (!st && many) st = run_reduce_many(c, i, j, n_ops, &cc);
-  for (int k = 0; !st && !many && k < e->n_in; k++) {
-    cc.dtype = kir_var_aval(c->p->body, e->in[k])->dtype;
-    st = run_operand(c, e, k, &cc, &sc);
+  if (!st && many) {
+    kdev_coll cc;
+    const kir_aval *a = kir_var_aval(c->p->body, e->in[0]);
+    if (!(st = kdist_coll_describe(e, a, a, &sc.g, sc.pairs, &cc)))
+      st = run_reduce_many(c, i, j, n_ops, &cc);
   }
-  free(sc.color), free(sc.rank), free(sc.pairs), free(sc.in), free(sc.out);
+  for (int k = 0; !st && !many && k < e->n_in; k++) st = run_operand(c, e, k, &sc);
+  kdist_coll_groups_free(&sc.g);
+  free(sc.pairs), free(sc.in), free(sc.out);
   return st;
 }
 
@@ -356,7 +290,7 @@ static kiln_status upload_inputs(lock_call *c, const kir_spec *specs, const kir_
       if (!(b.data = malloc(b.nbytes + 1)))
         return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
       kir_shard_copy(&c->m, coord, &specs[k], &in[k], &b, false);
-      st = kiln_array_from_host(&c->ls->ctx->be.devices[d], b.aval.dtype, b.aval.rank,
+      st = kiln_array_from_host(&c->ctx->be.devices[d], b.aval.dtype, b.aval.rank,
                                 b.aval.shape, b.data, b.nbytes, slot(c, d, body->invars[k]));
       free(b.data);
     }
@@ -376,7 +310,7 @@ static kiln_status download_outputs(lock_call *c, const kir_spec *specs, kir_buf
       kiln_array *y;
       kir_buffer b = {.aval = *kir_var_aval(body, body->outvars[k])};
       b.nbytes = (size_t)kir_aval_size(&b.aval) * kiln_dtype_size(b.aval.dtype);
-      if ((st = value(c, d, body->outvars[k], &y))) break;
+      if ((st = kdist_lock_value(c, d, body->outvars[k], &y))) break;
       if (!(b.data = malloc(b.nbytes + 1)))
         return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
       if (!(st = kiln_array_to_host(y, b.data, b.nbytes)))
@@ -386,30 +320,69 @@ static kiln_status download_outputs(lock_call *c, const kir_spec *specs, kir_buf
   return st;
 }
 
+/* The steps of c's plan, its invars bound. */
+static kiln_status run_plan(lock_call *c) {
+  const kdist_plan *p = c->p;
+  kiln_status st = KILN_OK;
+  for (int i = 0, j; !st && i < p->n_steps; i = j) {
+    const kdist_step *s = &p->steps[i];
+    j = s->kind == KDIST_STEP_COLLECTIVE ? reduce_run_end(p, i) : i + 1;
+    st = s->kind == KDIST_STEP_COMPUTE  ? run_compute(c, s)
+         : s->kind == KDIST_STEP_COPY    ? run_copy(c, s->e)
+         : s->kind == KDIST_STEP_CONTROL ? kdist_control_run(c, s)
+                                         : run_collectives(c, i, j);
+  }
+  return st;
+}
+
+kiln_status kdist_lock_run_sub(kdist_lock_call *c, const kdist_plan *sub, kiln_array *const *args,
+                               kiln_array **res) {
+  const kir_program *b = sub->body;
+  int64_t n = c->m.n_devices;
+  lock_call s = *c;
+  s.p = sub;
+  s.vals = calloc((size_t)(n * b->n_vars) + 1, sizeof *s.vals);
+  kiln_status st = s.vals ? KILN_OK : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  for (int64_t d = 0; !st && d < n; d++)
+    for (int k = 0; k < b->n_invars; k++) {
+      kiln_array *a = args[d * b->n_invars + k];
+      kiln_array_retain(a);
+      kdist_lock_set(&s, d, b->invars[k], a);
+    }
+  if (!st) st = run_plan(&s);
+  for (int64_t d = 0; !st && d < n; d++)
+    for (int k = 0; !st && k < b->n_outvars; k++) {
+      kiln_array **r = &res[d * b->n_outvars + k];
+      if (!(st = kdist_lock_value(&s, d, b->outvars[k], r))) kiln_array_retain(*r);
+      else *r = NULL;
+    }
+  for (int64_t i = 0; s.vals && i < n * b->n_vars; i++) kiln_array_release(s.vals[i]);
+  free(s.vals);
+  return st;
+}
+
+kiln_status kdist_lock_sync(kdist_lock_call *c) {
+  return *c->used_mesh ? c->ctx->be.coll->wait(c->mesh) : KILN_OK;
+}
+
 static kiln_status run_steps(lock_call *c, const kir_spec *specs, const kir_buffer *in,
                              kir_buffer *out) {
-  const kdist_plan *p = c->p;
   kiln_status st = upload_inputs(c, specs, in);
-  for (int i = 0, j; !st && i < p->n_steps; i = j) {
-    j = p->steps[i].kind == KDIST_STEP_COLLECTIVE ? reduce_run_end(p, i) : i + 1;
-    st = p->steps[i].kind == KDIST_STEP_COMPUTE ? run_compute(c, &p->steps[i])
-         : p->steps[i].kind == KDIST_STEP_COPY  ? run_copy(c, p->steps[i].e)
-                                                : run_collectives(c, i, j);
-  }
+  if (!st) st = run_plan(c);
   /* Waiting here bounds the collectives by the timeout; downloads would
    * wait for a stalled one forever. */
-  if (c->used_mesh) {
-    kiln_status w = c->ls->ctx->be.coll->wait(c->mesh->mesh);
-    if (!st) st = w;
-  }
-  if (!st) st = download_outputs(c, specs + p->body->n_invars, out);
+  kiln_status w = kdist_lock_sync(c);
+  if (!st) st = w;
+  if (!st) st = download_outputs(c, specs + c->p->body->n_invars, out);
   return st;
 }
 
 kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_buffer *in,
                                kir_buffer *out) {
   const kir_p_shard_map *sm = &e->params.shard_map;
-  lock_call c = {.ls = ls};
+  bool used_mesh = false;
+  coll_mesh *cm = NULL;
+  lock_call c = {.ctx = ls->ctx, .used_mesh = &used_mesh};
   kiln_status st = kir_mesh_parse("shard_map", sm->mesh, &c.m);
   if (st) return st;
   if (c.m.n_devices > ls->ctx->be.num_devices)
@@ -425,15 +398,16 @@ kiln_status kdist_lockstep_run(kdist_lockstep *ls, const kir_eqn *e, const kir_b
   pthread_mutex_lock(&ls->mu);
   kdist_plan *p = NULL;
   if (!st) st = plan_get(ls, e, in, out, c.m.n_devices, &p);
-  if (!st) st = mesh_get(ls, sm->mesh, c.m.n_devices, &c.mesh);
+  if (!st) st = mesh_get(ls, sm->mesh, c.m.n_devices, &cm);
+  if (!st) c.mesh = cm->mesh;
   const kir_program *body = p ? p->body : NULL;
   c.p = p;
   if (!st && !(c.vals = calloc((size_t)(c.m.n_devices * body->n_vars) + 1, sizeof *c.vals)))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) st = run_steps(&c, specs, in, out);
-  if (st && c.used_mesh && st == KILN_ERR_COLLECTIVE) {
-    ls->ctx->be.coll->mesh_free(c.mesh->mesh); /* aborted or unusable: the next call makes a new one */
-    c.mesh->mesh = NULL;
+  if (st && used_mesh && st == KILN_ERR_COLLECTIVE) {
+    ls->ctx->be.coll->mesh_free(cm->mesh); /* aborted or unusable: the next call makes a new one */
+    cm->mesh = NULL;
   }
   for (int64_t i = 0; c.vals && i < c.m.n_devices * body->n_vars; i++) kiln_array_release(c.vals[i]);
   pthread_mutex_unlock(&ls->mu);

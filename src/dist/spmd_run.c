@@ -4,7 +4,8 @@
  * buffers where a shard is one run of them) through its own executable
  * (compiled once per device and cached by the body's text; the kernel cache
  * shares the kernels), the collectives being OPAQUE steps that exchange
- * real data through the CPU rendezvous (kcpu_coll_*, spmd_groups.c). A
+ * real data through the backend's threaded collectives (kdev_coll_ops'
+ * run_part, as spmd_collective.c maps each equation; spmd_groups.c). A
  * device that fails reports it to every group it belongs to, so no member
  * waits for it; the call returns the first device's own error. A member
  * that does not arrive within the context's collective_timeout_s fails the
@@ -24,14 +25,14 @@
  * held from reuse until it is back (kcore_hold_add). A device that makes no
  * progress (no step, no equation, no collective) for the timeout while none
  * has finished is stuck too: so a call whose every device is stuck outside
- * collectives ends as well. On a backend with collectives of its own (CUDA:
- * NCCL) every shard_map runs in lockstep (spmd_lockstep.c). */
+ * collectives ends as well. On a backend with collectives of its own that
+ * run in lockstep (CUDA: NCCL) every shard_map runs in lockstep
+ * (spmd_lockstep.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend/cpu/cpu_backend.h"
 #include "dist/dist.h"
 #include "runtime/runtime.h"
 
@@ -74,24 +75,33 @@ struct kdist_spmd_state {
 
 static kiln_status device_collective(device_run *dr, const kir_eqn *e, const kir_buffer *in,
                                      kir_buffer *out) {
-  int na, ax[KIR_MESH_MAX_AXES], rank;
-  kiln_status st = kdist_coll_axes(&dr->run->m, e, &na, ax);
-  kdist_axis_groups *set = st ? NULL : kdist_groups_find(dr->run, na, ax);
-  if (e->prim == KIR_PRIM_AXIS_INDEX) {
-    int64_t r = 0;
-    for (int k = 0; !st && k < na; k++) r = r * dr->run->m.size[ax[k]] + dr->coord[ax[k]];
-    int32_t v = (int32_t)r;
-    if (!st) memcpy(out[0].data, &v, sizeof v);
-    return st;
-  }
+  kdist_spmd_run *r = dr->run;
+  int na, ax[KIR_MESH_MAX_AXES];
+  kiln_status st = kdist_coll_axes(&r->m, e, &na, ax);
   if (st) return st;
-  if (!set) return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim), kir_collective_axes(e, NULL));
-  kcpu_coll_group *g = kdist_group_of(dr->run, set, dr->coord, &rank);
+  if (e->prim == KIR_PRIM_AXIS_INDEX) {
+    int32_t v = kdist_coll_rank(&r->m, dr->coord, na, ax, NULL);
+    memcpy(out[0].data, &v, sizeof v);
+    return KILN_OK;
+  }
+  kdist_coll_groups *set = kdist_groups_find(r, na, ax);
+  if (!set || !r->mesh)
+    return kcore_fail(KILN_ERR_INTERNAL, "%s: no group for axes '%s'", kir_prim_name(e->prim),
+                      kir_collective_axes(e, NULL));
+  int small[16][2], (*pairs)[2] = set->size <= 16 ? small : malloc((size_t)set->size * sizeof *pairs);
+  if (!pairs) return kcore_fail(KILN_ERR_OUT_OF_MEMORY, "%s: out of host memory", kir_prim_name(e->prim));
   atomic_store(&dr->in_rendezvous, true);
-  st = kdist_cpu_collective(g, rank, set->size, e, in, out);
+  for (int k = 0; !st && k < e->n_in; k++) {
+    kdev_coll c;
+    kdev_buffer bi = {.ptr = (uintptr_t)in[k].data, .nbytes = in[k].nbytes};
+    kdev_buffer bo = {.ptr = (uintptr_t)out[k].data, .nbytes = out[k].nbytes};
+    if (!(st = kdist_coll_describe(e, &in[k].aval, &out[k].aval, set, pairs, &c)))
+      st = r->coll->run_part(r->mesh, &c, (int)dr->d, &bi, &bo);
+  }
   atomic_store(&dr->in_rendezvous, false);
   atomic_fetch_add(&dr->watch.steps, 1);
-  if (st == KILN_ERR_COLLECTIVE && kcpu_coll_timed_out(g)) dr->timed_out = true;
+  if (pairs != small) free(pairs);
+  if (st == KILN_ERR_COLLECTIVE && r->coll->timed_out(r->mesh, (int)dr->d)) dr->timed_out = true;
   return st;
 }
 
@@ -144,11 +154,7 @@ static void device_table_build(void) {
 
 /* Tells every group the device is part of that it will not arrive. */
 static void device_abandon(device_run *dr, const char *why) {
-  for (int i = 0; i < dr->run->n_sets; i++) {
-    int rank;
-    kcpu_coll_group *g = kdist_group_of(dr->run, &dr->run->sets[i], dr->coord, &rank);
-    kcpu_coll_fail(g, rank, "shard_map", why);
-  }
+  if (dr->run->mesh) dr->run->coll->leave(dr->run->mesh, (int)dr->d, why);
 }
 
 static void device_main(void *arg, int i) {
@@ -403,7 +409,7 @@ static kiln_status run_call(spmd_state *state, const kir_eval_env *env, const ki
   if (entry) pthread_mutex_lock(&entry->run_mu);
   if (entry) st = state_check(state);
   if (!st && entry && entry->frame) f = entry->frame;
-  else if (!st) st = kdist_frame_new(&own->params.shard_map, state,
+  else if (!st) st = kdist_frame_new(&own->params.shard_map, state, state ? &state->ctx->be : NULL,
                                       state ? state->ctx->config.opts.collective_timeout_s
                                             : KCORE_DEFAULT_COLLECTIVE_TIMEOUT_S,
                                       fenced, &f);
@@ -491,7 +497,7 @@ kiln_status kdist_spmd_install(kiln_ctx *ctx) {
     if (!s) {
       st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "kiln_shard_map: out of host memory");
     } else if (!(ctx->be.caps & KDEV_CAP_HOST_MEMORY) &&
-               (st = !ctx->be.coll ? kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: the %s "
+               (st = !ctx->be.coll || !ctx->be.coll->run ? kcore_fail(KILN_ERR_UNIMPLEMENTED, "kiln_shard_map: the %s "
                                                 "backend runs no collectives",
                                                 kiln_backend_name(ctx->be.kind))
                                    : kdist_lockstep_new(ctx, &s->lockstep))) {

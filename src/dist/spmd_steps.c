@@ -4,7 +4,10 @@
  * (the kernel cache shares the kernels between devices of one target), and
  * each collective (axis_index too) is a step of its own that the lockstep
  * driver (spmd_lockstep.c) issues for every device at once. Reshapes next
- * to those steps are device copies (see is_copy). */
+ * to those steps are device copies (see is_copy). A cond, while or scan
+ * whose bodies hold collectives is a control step: each of its
+ * sub-programs is split the same way, into a plan of its own that the
+ * driver runs per branch taken or per iteration (spmd_control.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,25 +43,35 @@ static void find_collective(kir_program *sub, void *user) {
   }
 }
 
+/* The collective equation e's sub-programs hold (KIR_NUM_PRIMS: none). */
+static kir_prim nested_collective(const kir_eqn *e) {
+  nested_scan s = {KIR_NUM_PRIMS};
+  kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, find_collective, &s);
+  return s.found;
+}
+
+static bool is_control(kir_prim p) {
+  return p == KIR_PRIM_COND || p == KIR_PRIM_WHILE || p == KIR_PRIM_SCAN;
+}
+
 /* What the lockstep driver cannot run: effects (they need the host, in
- * device order) and collectives below the body's top level (inside cond,
- * while, scan or a nested shard_map, where one step per collective does
- * not exist). */
+ * device order), a nested shard_map, and collectives inside other
+ * equations than cond, while and scan (whose bodies become plans of their
+ * own, run per iteration: spmd_control.c). */
 static kiln_status check_body(const kir_program *body) {
   if (kir_program_has_effect(body))
     return kcore_fail(KILN_ERR_UNIMPLEMENTED, "shard_map over CUDA devices: the body has effects "
                       "(a host callback or debug print), which run only on CPU devices");
   for (int i = 0; i < body->n_eqns; i++) {
     const kir_eqn *e = &body->eqns[i];
-    nested_scan s = {KIR_NUM_PRIMS};
-    if (e->prim == KIR_PRIM_SHARD_MAP) s.found = e->prim;
-    else if (!is_collective(e->prim))
-      kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, find_collective, &s);
-    if (s.found != KIR_NUM_PRIMS)
+    kir_prim found = e->prim == KIR_PRIM_SHARD_MAP ? e->prim
+                     : is_collective(e->prim) || is_control(e->prim) ? KIR_NUM_PRIMS
+                                                                      : nested_collective(e);
+    if (found != KIR_NUM_PRIMS)
       return kcore_fail(KILN_ERR_UNIMPLEMENTED, "shard_map over CUDA devices: equation %d (%s) "
-                        "holds a %s, and collectives run only at the body's top level there (on "
-                        "CPU devices they run anywhere)", i, kir_prim_name(e->prim),
-                        kir_prim_name(s.found));
+                        "holds a %s, and collectives run only at the body's top level or inside "
+                        "cond, while and scan there (on CPU devices they run anywhere)", i,
+                        kir_prim_name(e->prim), kir_prim_name(found));
   }
   return KILN_OK;
 }
@@ -117,15 +130,16 @@ static kiln_status step_program(const kir_program *body, int from, int to, kdist
   return st;
 }
 
-static kiln_status step_compile(kiln_ctx *ctx, int64_t n, int index, kdist_step *s) {
+static kiln_status step_compile(kiln_ctx *ctx, const kdist_plan *p, kdist_step *s) {
+  int64_t n = p->n;
   kcache *cache = NULL;
   kiln_status st = krt_ctx_kcache(ctx, &cache);
   s->donated = calloc((size_t)s->n_in + 1, sizeof *s->donated);
   s->x = calloc((size_t)n, sizeof *s->x);
   if (!st && (!s->donated || !s->x))
     st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  char name[64];
-  snprintf(name, sizeof name, "shard_map body step %d", index);
+  char name[96];
+  snprintf(name, sizeof name, "shard_map body%s step %d", p->where, p->n_steps);
   for (int64_t d = 0; !st && d < n; d++) {
     kir_eval_env env;
     kir_eval_env_init(&env, kir_reference_evals());
@@ -154,7 +168,7 @@ static kiln_status add_compute(kiln_ctx *ctx, kdist_plan *p, int from, int to) {
   kdist_step s = {.kind = KDIST_STEP_COMPUTE}, *slot;
   kiln_status st = step_vars(p->body, from, to, &s);
   if (!st && s.n_out) st = step_program(p->body, from, to, &s);
-  if (!st && s.n_out) st = step_compile(ctx, p->n, p->n_steps, &s);
+  if (!st && s.n_out) st = step_compile(ctx, p, &s);
   if (!st && s.n_out && !(st = add_step(p, &slot))) *slot = s;
   if (st || !s.n_out) kdist_step_free(ctx, p->n, &s);
   return st;
@@ -163,8 +177,9 @@ static kiln_status add_compute(kiln_ctx *ctx, kdist_plan *p, int from, int to) {
 void kdist_step_free(kiln_ctx *ctx, int64_t n, kdist_step *s) {
   for (int64_t d = 0; s->x && d < n; d++)
     if (s->x[d]) ctx->be.exec->free(s->x[d]);
+  for (int k = 0; s->sub && k < s->n_sub; k++) kdist_plan_free(ctx, s->sub[k]);
   kir_program_free(s->prog);
-  free(s->x), free(s->donated), free(s->in), free(s->out);
+  free(s->x), free(s->donated), free(s->in), free(s->out), free(s->sub);
 }
 
 void kdist_plan_free(kiln_ctx *ctx, kdist_plan *p) {
@@ -172,6 +187,74 @@ void kdist_plan_free(kiln_ctx *ctx, kdist_plan *p) {
   for (int i = 0; i < p->n_steps; i++) kdist_step_free(ctx, p->n, &p->steps[i]);
   kir_program_free(p->prog);
   free(p->steps), free(p->text), free(p);
+}
+
+static kiln_status plan_program(kiln_ctx *ctx, kdist_plan *p);
+
+typedef struct sub_list {
+  kiln_ctx *ctx;
+  const kdist_plan *p;
+  kdist_step *s;
+  kiln_status st;
+} sub_list;
+
+/* One sub-program of a control step (cond's branch k, while's cond then
+ * body, scan's body) as a plan of its own. */
+static void add_sub(kir_program *prog, void *user) {
+  sub_list *l = user;
+  kdist_plan **grown = l->st ? NULL : realloc(l->s->sub, (size_t)(l->s->n_sub + 1) * sizeof *grown);
+  kdist_plan *q = grown ? calloc(1, sizeof *q) : NULL;
+  if (grown) l->s->sub = grown;
+  if (!q) {
+    if (!l->st) l->st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+    return;
+  }
+  l->s->sub[l->s->n_sub++] = q;
+  q->n = l->p->n, q->body = prog;
+  snprintf(q->where, sizeof q->where, "%.40s.%d.%d", l->p->where, l->p->n_steps, l->s->n_sub - 1);
+  l->st = plan_program(l->ctx, q);
+}
+
+/* A cond, while or scan holding collectives: its sub-programs planned. */
+static kiln_status add_control(kiln_ctx *ctx, kdist_plan *p, const kir_eqn *e) {
+  kdist_step s = {.kind = KDIST_STEP_CONTROL, .e = e}, *slot;
+  sub_list l = {ctx, p, &s, KILN_OK};
+  if (e->prim == KIR_PRIM_WHILE) { /* cond first, whatever order the params list them in */
+    add_sub(e->params.while_loop.cond_jaxpr, &l);
+    add_sub(e->params.while_loop.body_jaxpr, &l);
+  } else {
+    kir_params_for_each_program(kir_prim_get(e->prim)->params, &e->params, add_sub, &l);
+  }
+  kiln_status st = l.st;
+  if (!st && !(st = add_step(p, &slot))) *slot = s;
+  if (st) kdist_step_free(ctx, p->n, &s);
+  return st;
+}
+
+/* Splits p->body into steps: compute between collectives, copies, and
+ * control steps for cond/while/scan holding collectives. */
+static kiln_status plan_program(kiln_ctx *ctx, kdist_plan *p) {
+  kiln_status st = check_body(p->body);
+  int from = 0;
+  bool *own = st ? NULL : calloc((size_t)p->body->n_eqns + 1, sizeof *own);
+  if (!st && !own) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
+  for (int i = 0; !st && i < p->body->n_eqns; i++) {
+    const kir_eqn *e = &p->body->eqns[i];
+    bool control = is_control(e->prim) && nested_collective(e) != KIR_NUM_PRIMS;
+    if (!control && !is_collective(e->prim) && !is_copy(p->body, e, own)) continue;
+    own[i] = true;
+    kdist_step *s;
+    if ((st = add_compute(ctx, p, from, i))) break;
+    if (control) st = add_control(ctx, p, e);
+    else if (!(st = add_step(p, &s))) {
+      s->kind = is_collective(e->prim) ? KDIST_STEP_COLLECTIVE : KDIST_STEP_COPY;
+      s->e = e;
+    }
+    from = i + 1;
+  }
+  free(own);
+  if (!st) st = add_compute(ctx, p, from, p->body->n_eqns);
+  return st;
 }
 
 kiln_status kdist_plan_build(kiln_ctx *ctx, const char *text, int64_t n, kdist_plan **out) {
@@ -182,23 +265,7 @@ kiln_status kdist_plan_build(kiln_ctx *ctx, const char *text, int64_t n, kdist_p
                        ? kir_parse(text, &p->prog)
                        : kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
   if (!st) p->body = p->prog->eqns[0].params.shard_map.jaxpr;
-  if (!st) st = check_body(p->body);
-  int from = 0;
-  bool *own = st ? NULL : calloc((size_t)p->body->n_eqns + 1, sizeof *own);
-  if (!st && !own) st = kcore_fail(KILN_ERR_OUT_OF_MEMORY, "shard_map: out of host memory");
-  for (int i = 0; !st && i < p->body->n_eqns; i++) {
-    const kir_eqn *e = &p->body->eqns[i];
-    if (!is_collective(e->prim) && !is_copy(p->body, e, own)) continue;
-    own[i] = true;
-    kdist_step *s;
-    if (!(st = add_compute(ctx, p, from, i)) && !(st = add_step(p, &s))) {
-      s->kind = is_collective(e->prim) ? KDIST_STEP_COLLECTIVE : KDIST_STEP_COPY;
-      s->e = e;
-    }
-    from = i + 1;
-  }
-  free(own);
-  if (!st) st = add_compute(ctx, p, from, p->body->n_eqns);
+  if (!st) st = plan_program(ctx, p);
   if (st) {
     kdist_plan_free(ctx, p);
     return kcore_fail_wrap(st, "compiling a shard_map body");

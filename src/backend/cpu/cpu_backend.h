@@ -180,6 +180,9 @@ kiln_status kcpu_coll_all_to_all(kcpu_coll_group *g, int rank, kiln_dtype dtype,
 /* pairs[i] = {source, destination}; a rank no pair sends to gets zeros. */
 kiln_status kcpu_coll_ppermute(kcpu_coll_group *g, int rank, kiln_dtype dtype, int64_t count,
                                const void *in, void *out, int npairs, const int (*pairs)[2]);
+/* The backend interface's collectives over these groups (collective_ops.c):
+ * threaded, each device's part called on its own thread. */
+extern const kdev_coll_ops kcpu_coll_ops;
 /* ==== end of CPU collectives ==== */
 
 #endif

@@ -253,6 +253,7 @@ kiln_status kcpu_backend_open(const kcore_config *config, kdev_backend *b) {
   b->dlpack_device_type = 1; /* kDLCPU */
   b->close = kcpu_backend_close;
   b->exec = &kcpu_exec_ops;
+  b->coll = &kcpu_coll_ops;
   kcpu_state *state = NULL;
   kiln_status st = kcpu_state_new(b, &state);
   b->state = state;

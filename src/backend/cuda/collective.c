@@ -292,8 +292,11 @@ typedef struct coll_call {
   const int (*pairs)[2];
 } coll_call;
 
-static bool nccl_dtype(kiln_dtype d, ncclDataType_t *out) {
+/* NCCL's type for d in call kind k: booleans (one byte) only move, as
+ * bytes (the CPU engine moves them too). */
+static bool nccl_dtype(kiln_dtype d, int k, ncclDataType_t *out) {
   switch (d) {
+    case KILN_BOOL: *out = ncclUint8; return k != ALL_REDUCE && k != REDUCE_SCATTER;
     case KILN_I8: *out = ncclInt8; return true;
     case KILN_U8: *out = ncclUint8; return true;
     case KILN_I32: *out = ncclInt32; return true;
@@ -327,7 +330,7 @@ static kiln_status call_check(const kcuda_coll_group *g, const coll_call *c, con
                               kdev_buffer *const *in, kdev_buffer *const *out) {
   if (g->m->broken) return kcore_fail(g->m->broken, "%s: %s", what, g->m->broken_msg);
   ncclDataType_t t;
-  if (!nccl_dtype(c->dtype, &t))
+  if (!nccl_dtype(c->dtype, c->kind, &t))
     return kcore_fail(KILN_ERR_DTYPE, "%s: NCCL has no type for dtype %s", what, kiln_dtype_name(c->dtype));
   if (c->count < 0 || ((c->kind == REDUCE_SCATTER || c->kind == ALL_TO_ALL) && c->count % g->size))
     return kcore_fail(KILN_ERR_SHAPE, "%s: %lld elements do not divide over %d ranks", what,
@@ -364,7 +367,7 @@ static ncclResult_t enqueue(const kcuda_coll_group *g, const coll_call *c, int i
   ncclComm_t comm = g->comms[i];
   CUstream s = g->m->devs[i].stream;
   ncclDataType_t t;
-  nccl_dtype(c->dtype, &t);
+  nccl_dtype(c->dtype, c->kind, &t);
   ncclRedOp_t op = c->op == KCUDA_COLL_SUM ? ncclSum : c->op == KCUDA_COLL_MAX ? ncclMax : ncclMin;
   size_t n = (size_t)c->count, es = kiln_dtype_size(c->dtype);
   ncclResult_t rc = ncclSuccess;

@@ -170,5 +170,12 @@ static kiln_status coll_all_reduce_many(void *mesh, const kdev_coll *c, int n_op
 
 static kiln_status coll_wait(void *mesh) { return kcuda_coll_wait(((coll_handle *)mesh)->m); }
 
-const kdev_coll_ops kcuda_coll_ops = {coll_probe,           coll_mesh_new, coll_mesh_free, coll_run,
-                                      coll_all_reduce_many, coll_wait};
+/* Lockstep: one thread drives every device's stream. */
+const kdev_coll_ops kcuda_coll_ops = {
+    .probe = coll_probe,
+    .mesh_new = coll_mesh_new,
+    .mesh_free = coll_mesh_free,
+    .run = coll_run,
+    .all_reduce_many = coll_all_reduce_many,
+    .wait = coll_wait,
+};
