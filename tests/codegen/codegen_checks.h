@@ -32,14 +32,13 @@
 #include "kiln/kiln.h"
 #include "support/test_kcache_shims.h"
 #include "codegen_test_programs.h"
+#include "support/text.h"
 
 namespace codegen_test {
 
-namespace fs = std::filesystem;
+using kiln_test::Contains;
 
-inline bool Contains(const std::string &s, const std::string &sub) {
-  return s.find(sub) != std::string::npos;
-}
+namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------------------
 // Host buffers

@@ -15,19 +15,12 @@
 #include "fuse/fuse.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
 
 namespace codegen_test {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-
-inline Program Parse(const std::string &text) {
-  kir_program *p = nullptr;
-  EXPECT_EQ(kir_parse(text.c_str(), &p), KILN_OK) << kiln_last_error() << "\n" << text;
-  return Program(p);
-}
+using kiln_test::Parse;
+using kiln_test::Program;
 
 // A group over equations of p; by default all of them, reading the invars
 // then the constvars and writing the outvars.
@@ -58,7 +51,6 @@ struct Group {
     g.out = out.data();
   }
 };
-
 
 // jax.nn.softmax over the last axis, as JAX traces it.
 inline std::string Softmax(int64_t rows, int64_t len, const char *t = "f32") {
@@ -105,7 +97,6 @@ inline std::string LayerNorm(int64_t rows, int64_t len) {
          "  y:" + row + " = add y1 b\n"
          "  in (y, m, v) }";
 }
-
 
 }  // namespace codegen_test
 

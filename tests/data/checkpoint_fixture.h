@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "support/arrays.h"
 
 inline std::string read_bytes(const std::string &p) {
   std::ifstream in(p, std::ios::binary);
@@ -29,11 +30,8 @@ inline void write_bytes(const std::string &p, const std::string &b) {
 class Checkpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.num_cpu_devices = 2;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+    ctx = kiln_test::NewCpuContext(2);
+    ASSERT_NE(ctx, nullptr);
     ASSERT_EQ(kiln_device_get(ctx, 0, &dev0), KILN_OK);
     ASSERT_EQ(kiln_device_get(ctx, 1, &dev1), KILN_OK);
     const char *t = getenv("TMPDIR");
@@ -51,14 +49,8 @@ class Checkpoint : public ::testing::Test {
   kiln_tree *arr(kiln_dtype dt, std::vector<int64_t> shape, const void *data) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev0, dt, static_cast<int>(shape.size()), shape.data(), data,
-                                   static_cast<size_t>(n) * kiln_dtype_size(dt), &a),
-              KILN_OK)
-        << kiln_last_error();
-    kiln_tree *t = kiln_tree_array(a);
-    kiln_array_release(a);
-    return t;
+    return kiln_test::ArrayLeaf(dev0, dt, shape, data,
+                                static_cast<size_t>(n) * kiln_dtype_size(dt));
   }
   static kiln_tree *dict(std::vector<const char *> keys, std::vector<kiln_tree *> kids) {
     return kiln_tree_dict(keys.size(), keys.data(), kids.data());

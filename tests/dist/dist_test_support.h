@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace dist_test {
+
+using kiln_test::Contains;
 
 inline std::vector<std::string> Split(const std::string &s, char sep) {
   std::vector<std::string> out;
@@ -27,15 +30,11 @@ inline std::vector<std::string> Split(const std::string &s, char sep) {
   return out;
 }
 
-inline std::vector<int64_t> Ints(const std::string &s, char sep) {
+inline std::vector<int64_t> Ints(const std::string &s, char sep = ',') {
   std::vector<int64_t> out;
   for (const std::string &x : Split(s, sep))
     if (!x.empty()) out.push_back(std::stoll(x));
   return out;
-}
-
-inline bool Contains(const std::string &haystack, const std::string &needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 class CpuDevices : public ::testing::Test {

@@ -15,25 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "dist_test_support.h"
 #include "kiln/kiln.h"
 
 namespace {
 
-std::vector<std::string> Split(const std::string &s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.push_back("");
-  return out;
-}
-
-std::vector<int64_t> Ints(const std::string &s, char sep = ',') {
-  std::vector<int64_t> out;
-  for (const std::string &x : Split(s, sep))
-    if (!x.empty()) out.push_back(std::stoll(x));
-  return out;
-}
+using dist_test::Ints;
+using dist_test::Split;
 
 std::vector<double> Doubles(const std::string &s) {
   std::vector<double> out;

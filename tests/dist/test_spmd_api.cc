@@ -12,12 +12,11 @@
 
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace {
 
-bool Contains(const std::string &s, const std::string &needle) {
-  return s.find(needle) != std::string::npos;
-}
+using kiln_test::Contains;
 
 class SpmdApi : public ::testing::Test {
  protected:

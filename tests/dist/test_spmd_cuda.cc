@@ -17,12 +17,11 @@
 
 #include "fake_cuda/fake_cuda.h"
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace {
 
-bool Contains(const std::string &s, const std::string &needle) {
-  return s.find(needle) != std::string::npos;
-}
+using kiln_test::Contains;
 
 #ifdef KILN_FAKE_CUDA_LIBRARY
 KCT_USE_FAKE_DRIVER();

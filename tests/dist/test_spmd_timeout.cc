@@ -16,14 +16,13 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using kiln_test::Contains;
 
-bool Contains(const std::string &s, const std::string &needle) {
-  return s.find(needle) != std::string::npos;
-}
+using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();

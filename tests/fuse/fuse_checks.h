@@ -20,22 +20,12 @@
 #include "fuse/fuse.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
+#include "support/text.h"
 
 namespace fuse_test {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-
-struct PlanFree {
-  void operator()(kfuse_plan *p) const { kfuse_plan_free(p); }
-};
-using Plan = std::unique_ptr<kfuse_plan, PlanFree>;
-
-inline bool Contains(const std::string &s, const std::string &sub) {
-  return s.find(sub) != std::string::npos;
-}
+using namespace kiln_test;
 
 // A program under construction through the IR API.
 class Builder {

@@ -12,12 +12,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Cuts, cost, multi-output, limits
 
-kir_program *Sub(kir_program *parent) {
-  kir_program *s = nullptr;
-  EXPECT_EQ(kir_program_new_sub(parent, &s), KILN_OK) << kiln_last_error();
-  return s;
-}
-
 TEST(FuseCut, DotCondScanSortAreBoundaries) {
   Builder b;
   kir_vid x = b.In("f32[4,8]"), w = b.In("f32[8,8]"), i = b.In("i32[]");

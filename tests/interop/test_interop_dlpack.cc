@@ -9,6 +9,7 @@
 
 #include "kiln/interop.h"
 #include "kiln/kiln.h"
+#include "support/arrays.h"
 
 namespace {
 
@@ -38,11 +39,8 @@ struct Producer {
 class DlpackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.num_cpu_devices = 1;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx_), KILN_OK) << kiln_last_error();
+    ctx_ = kiln_test::NewCpuContext(1);
+    ASSERT_NE(ctx_, nullptr);
     ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
   }
   void TearDown() override { kiln_ctx_free(ctx_); }

@@ -23,6 +23,7 @@
 #include "core/core.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
 
 namespace eval_golden {
 
@@ -148,18 +149,13 @@ inline std::string Compare(const Case &c, const Array &want, const Array &got, b
   return "";
 }
 
-struct ProgramDeleter {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-
 // Builds prim(operands)[params] as a one-equation program, evaluates it with
 // the reference evaluators and compares every result. *exact tells whether
 // all float results matched bit for bit.
 inline void RunCase(const Case &c, bool *exact) {
   SCOPED_TRACE(testing::Message() << "line " << c.line << ": " << c.text);
-  kir_program *raw = nullptr;
-  ASSERT_EQ(kir_program_new(&raw), KILN_OK);
-  std::unique_ptr<kir_program, ProgramDeleter> p(raw);
+  kiln_test::Program p = kiln_test::NewProgram();
+  ASSERT_TRUE(p);
   kir_prim prim;
   ASSERT_TRUE(kir_prim_lookup(c.prim.c_str(), c.prim.size(), &prim)) << c.prim;
   std::vector<kir_vid> ins;

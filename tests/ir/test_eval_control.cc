@@ -18,23 +18,14 @@
 #include "core/core.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
+#include "support/text.h"
 
 namespace {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-
-Program NewProgram() {
-  kir_program *p = nullptr;
-  EXPECT_EQ(kir_program_new(&p), KILN_OK) << kiln_last_error();
-  return Program(p);
-}
-
-bool Contains(const std::string &s, const std::string &sub) {
-  return s.find(sub) != std::string::npos;
-}
+using kiln_test::Contains;
+using kiln_test::NewProgram;
+using kiln_test::Program;
 
 kir_aval A(const std::string &text) {
   kir_aval a;

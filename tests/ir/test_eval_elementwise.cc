@@ -15,13 +15,12 @@
 
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
 
 namespace {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
+using kiln_test::Parse;
+using kiln_test::Program;
 
 // One array of a golden case: its type and raw element bytes.
 struct Array {
@@ -266,12 +265,6 @@ void CheckFile(const std::string &name) {
   }
   EXPECT_EQ(failed_cases, 0);
   EXPECT_GT(checked, 0);
-}
-
-Program Parse(const char *text) {
-  kir_program *p = nullptr;
-  EXPECT_EQ(kir_parse(text, &p), KILN_OK) << kiln_last_error();
-  return Program(p);
 }
 
 // Runs p on host inputs (raw bytes per invar); returns each output's bytes.

@@ -22,15 +22,16 @@
 
 #include "ir/ir.h"
 #include "scatter_kernel_host.h"
+#include "support/ir_program.h"
 #include "support/jit_check.h"
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
+using kiln_test::Program;
+using kiln_test::Split;
+using kiln_test::Trim;
 
 struct Array {
   kir_aval aval;
@@ -42,19 +43,6 @@ struct Case {
   std::vector<Array> in;
   Array out;
 };
-
-std::string Trim(const std::string &s) {
-  size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> Split(const std::string &s, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(s);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
 
 std::string Str(const kir_aval &a) {
   char buf[KIR_AVAL_STR_CAP];

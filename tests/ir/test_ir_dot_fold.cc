@@ -16,27 +16,13 @@
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
 #include "kiln/trace.h"
+#include "support/ir_program.h"
 
 namespace {
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-
-Program Parse(const std::string &text) {
-  kir_program *p = nullptr;
-  EXPECT_EQ(kir_parse(text.c_str(), &p), KILN_OK) << text << "\n" << kiln_last_error();
-  return Program(p);
-}
-
-std::string Print(const kir_program *p) {
-  char *text = nullptr;
-  EXPECT_EQ(kir_print(p, &text), KILN_OK) << kiln_last_error();
-  std::string s = text ? text : "";
-  free(text);
-  return s;
-}
+using kiln_test::Parse;
+using kiln_test::Print;
+using kiln_test::Program;
 
 // Random bytes of each invar of p (f32 or bf16 values in [-1, 1]).
 std::vector<std::vector<uint8_t>> RandomInputs(const kir_program *p, uint32_t seed) {

@@ -25,16 +25,15 @@
 #include "kiln/kiln.h"
 #include "support/test_files.h"
 #include "support/test_kcache_shims.h"
+#include "support/text.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using Key = std::array<uint8_t, 16>;
+using kiln_test::Contains;
 
-bool Contains(const std::string &haystack, const std::string &needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using Key = std::array<uint8_t, 16>;
 
 std::string Hex(const Key &k) {
   char hex[33];

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "support/arrays.h"
 
 // "NAME : HEX HEX ..." lines of tests/golden/<file>, keyed by NAME, each hex
 // the bits of a float32; '#' lines are comments.
@@ -50,10 +51,8 @@ inline void expect_close(const std::vector<float> &got, const std::vector<float>
 class CpuFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx), KILN_OK) << kiln_last_error();
+    ctx = kiln_test::NewCpuContext(0);
+    ASSERT_NE(ctx, nullptr);
     ASSERT_EQ(kiln_device_get(ctx, 0, &dev), KILN_OK);
   }
   void TearDown() override { kiln_ctx_free(ctx); }

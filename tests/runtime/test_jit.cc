@@ -16,17 +16,17 @@
 #include <thread>
 #include <vector>
 
+#include "support/arrays.h"
 #include "support/jit_cases.h"
 #include "support/jit_golden.h"
 #include "support/test_files.h"
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "support/text.h"
 
 namespace {
 
-bool Contains(const std::string &s, const std::string &needle) {
-  return s.find(needle) != std::string::npos;
-}
+using kiln_test::Contains;
 
 class Ctx {
  public:
@@ -62,14 +62,7 @@ struct Func {
 // An array leaf tree from host values.
 template <typename T>
 kiln_tree *Leaf(kiln_device *dev, kiln_dtype dt, std::vector<int64_t> shape, std::vector<T> v) {
-  kiln_array *a = nullptr;
-  EXPECT_EQ(kiln_array_from_host(dev, dt, (int)shape.size(), shape.data(), v.data(),
-                                 v.size() * sizeof(T), &a),
-            KILN_OK)
-      << kiln_last_error();
-  kiln_tree *t = kiln_tree_array(a);
-  kiln_array_release(a);
-  return t;
+  return kiln_test::ArrayLeaf(dev, dt, shape, v.data(), v.size() * sizeof(T));
 }
 
 kiln_tree *Tuple(std::vector<kiln_tree *> c) { return kiln_tree_tuple(c.size(), c.data()); }

@@ -14,6 +14,7 @@
 
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "arrays.h"
 
 namespace ktest {
 
@@ -111,13 +112,8 @@ kiln_tree *Leaf(kiln_device *dev, const GoldenArray &a) {
 }
 
 kiln_tree *LeafF64(kiln_device *dev, const std::vector<double> &v) {
-  kiln_array *arr = nullptr;
-  int64_t n = (int64_t)v.size();
-  EXPECT_EQ(kiln_array_from_host(dev, KILN_F64, 1, &n, v.data(), v.size() * sizeof(double), &arr),
-            KILN_OK);
-  kiln_tree *t = kiln_tree_array(arr);
-  kiln_array_release(arr);
-  return t;
+  return kiln_test::ArrayLeaf(dev, KILN_F64, {(int64_t)v.size()}, v.data(),
+                              v.size() * sizeof(double));
 }
 
 kiln_tree *Tuple(std::vector<kiln_tree *> c) { return kiln_tree_tuple(c.size(), c.data()); }

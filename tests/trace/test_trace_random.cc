@@ -18,11 +18,13 @@
 
 #include "kiln/jit.h"
 #include "kiln/kiln.h"
+#include "support/arrays.h"
 #include "support/prng_golden.h"
 
 namespace {
 
 using namespace prng_golden;
+using kiln_test::ArrayLeaf;
 
 // Bit patterns must match; NaNs of either sign count as equal.
 ::testing::AssertionResult SameBits(kiln_dtype dtype, uint64_t got, uint64_t want) {
@@ -62,17 +64,6 @@ class Ctx {
   }
   kiln_ctx *ctx = nullptr;
 };
-
-kiln_tree *ArrayLeaf(kiln_device *dev, kiln_dtype dt, std::vector<int64_t> shape, const void *data,
-                     size_t nbytes) {
-  kiln_array *a = nullptr;
-  EXPECT_EQ(kiln_array_from_host(dev, dt, (int)shape.size(), shape.data(), data, nbytes, &a),
-            KILN_OK)
-      << kiln_last_error();
-  kiln_tree *t = kiln_tree_array(a);
-  kiln_array_release(a);
-  return t;
-}
 
 kiln_tree *KeyLeaf(kiln_device *dev, const uint32_t key[2]) {
   return ArrayLeaf(dev, KILN_U32, {2}, key, 2 * sizeof(uint32_t));

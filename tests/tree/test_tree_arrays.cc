@@ -2,6 +2,7 @@
 // releases them, and tree_map builds new ones (releasing them on failure).
 #include <gtest/gtest.h>
 
+#include "support/arrays.h"
 #include "tree_checks.h"
 
 using namespace tree_test;
@@ -13,11 +14,8 @@ namespace {
 class TreeArrays : public ::testing::Test {
  protected:
   void SetUp() override {
-    kiln_options o;
-    kiln_options_init(&o);
-    o.backend = KILN_BACKEND_CPU;
-    o.num_cpu_devices = 1;
-    ASSERT_EQ(kiln_ctx_new(&o, &ctx_), KILN_OK) << kiln_last_error();
+    ctx_ = kiln_test::NewCpuContext(1);
+    ASSERT_NE(ctx_, nullptr);
     ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
   }
   void TearDown() override { kiln_ctx_free(ctx_); }

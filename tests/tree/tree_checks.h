@@ -19,16 +19,15 @@
 
 #include "kiln/kiln.h"
 extern "C" {
+#include "support/text.h"
 #include "tree/tree.h"  // ktree_structure_hash and friends
 }
 
 namespace tree_test {
 
-// ---------------------------------------------------------------- helpers
+using kiln_test::Contains;
 
-inline bool Contains(const std::string &haystack, const std::string &needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+// ---------------------------------------------------------------- helpers
 
 // Leaves of the golden trees are ints; kiln holds them as PTR leaves.
 inline void *IdPtr(long id) {

@@ -18,14 +18,13 @@
 #include "support/test_files.h"
 #include "support/scoped_env.h"
 #include "support/test_kcache_shims.h"
+#include "support/text.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-bool Contains(const std::string &haystack, const std::string &needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using kiln_test::Contains;
 
 // The first line a shell command prints.
 std::string FirstLine(const char *command) {

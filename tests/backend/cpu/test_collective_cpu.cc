@@ -15,17 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "support/text.h"
 #include "test_collective_shims.h"
 
 namespace {
 
-std::vector<std::string> Split(const std::string &s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  return out;
-}
+using kiln_test::Split;
 
 kiln_dtype DtypeOf(const std::string &name) {
   for (int d = 1; d < KILN_NUM_DTYPES; d++)

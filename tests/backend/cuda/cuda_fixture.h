@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "support/arrays.h"
 #include "support/cuda_test_support.h"
 #include "fake_cuda/fake_cuda.h"
 #include "kiln/kiln.h"
@@ -43,14 +44,7 @@ inline unsigned long long FakeKernelItems(const char *part) {
 
 // An f32 array leaf on dev.
 inline kiln_tree *InputOn(kiln_device *dev, std::vector<float> v, std::vector<int64_t> shape) {
-  kiln_array *a = nullptr;
-  EXPECT_EQ(kiln_array_from_host(dev, KILN_F32, (int)shape.size(), shape.data(), v.data(),
-                                 v.size() * sizeof(float), &a),
-            KILN_OK)
-      << kiln_last_error();
-  kiln_tree *t = kiln_tree_array(a);
-  kiln_array_release(a);
-  return t;
+  return kiln_test::ArrayLeaf(dev, KILN_F32, shape, v.data(), v.size() * sizeof(float));
 }
 
 class KctCudaFixture : public ::testing::Test {

@@ -24,6 +24,7 @@
 #include "fuse/fuse.h"
 #include "ir/ir.h"
 #include "kiln/kiln.h"
+#include "support/ir_program.h"
 
 namespace {
 
@@ -47,14 +48,8 @@ KCT_USE_FAKE_DRIVER();
 const char *const kLibrary = nullptr;  // the default list of sonames
 #endif
 
-struct ProgramFree {
-  void operator()(kir_program *p) const { kir_program_free(p); }
-};
-using Program = std::unique_ptr<kir_program, ProgramFree>;
-struct PlanFree {
-  void operator()(kfuse_plan *p) const { kfuse_plan_free(p); }
-};
-using Plan = std::unique_ptr<kfuse_plan, PlanFree>;
+using kiln_test::Plan;
+using kiln_test::Program;
 
 // One dot_general program: operand types, dimension numbers, the
 // preferred element type, the epilogue, and the layout the plan must find.
