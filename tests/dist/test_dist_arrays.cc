@@ -316,7 +316,7 @@ TEST_F(DistArrays, SingleDeviceOperationsRefuseShardedArraysAndDeletionReachesSh
   EXPECT_EQ(other, nullptr);
 
   // A jitted elementwise function runs shard by shard over a sharded
-  // argument (tests/test_jit_shardings.cc covers the rest).
+  // argument (tests/dist/test_jit_shardings.cc covers the rest).
   kiln_func *f = nullptr;
   ASSERT_EQ(kiln_func_new([](kiln_trace *t, const kiln_tree *args, void *) -> kiln_tree * {
               kiln_val *x = kiln_arg(args, 0);

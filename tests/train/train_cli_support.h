@@ -1,4 +1,4 @@
-// The trainer binary seen from outside (tests/test_train_cli.cc): running
+// The trainer binary seen from outside (tests/train/test_train_cli.cc): running
 // the built `train` as a child process with its output captured, reading
 // what it leaves in its out dir (metrics.jsonl as JSON lines, the
 // checkpoint files as safetensors), and signalling it mid-run.
