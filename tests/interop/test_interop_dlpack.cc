@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -36,35 +35,14 @@ struct Producer {
   }
 };
 
-class DlpackTest : public ::testing::Test {
+// One CPU device; Floats(shape) counts from 1.
+class DlpackTest : public kiln_test::CpuDeviceTest {
  protected:
-  void SetUp() override {
-    ctx_ = kiln_test::NewCpuContext(1);
-    ASSERT_NE(ctx_, nullptr);
-    ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
-  }
-  void TearDown() override { kiln_ctx_free(ctx_); }
-
-  kiln_array *Floats(std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::vector<float> v(n);
-    std::iota(v.begin(), v.end(), 1.0f);
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev_, KILN_F32, (int)shape.size(), shape.data(), v.data(),
-                                   v.size() * sizeof(float), &a),
-              KILN_OK)
-        << kiln_last_error();
-    return a;
-  }
   std::vector<float> Host(const kiln_array *a) {
     std::vector<float> v(kiln_array_size(a));
     EXPECT_EQ(kiln_array_to_host(a, v.data(), v.size() * sizeof(float)), KILN_OK);
     return v;
   }
-
-  kiln_ctx *ctx_ = nullptr;
-  kiln_device *dev_ = nullptr;
 };
 
 TEST_F(DlpackTest, ExportDescribesTheArrayReadOnly) {

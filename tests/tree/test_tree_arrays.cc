@@ -11,34 +11,15 @@ namespace {
 
 // ---------------------------------------------------------------- arrays as leaves
 
-class TreeArrays : public ::testing::Test {
+// One CPU device; Floats(shape, start) counts from start.
+class TreeArrays : public kiln_test::CpuDeviceTest {
  protected:
-  void SetUp() override {
-    ctx_ = kiln_test::NewCpuContext(1);
-    ASSERT_NE(ctx_, nullptr);
-    ASSERT_EQ(kiln_device_get(ctx_, 0, &dev_), KILN_OK);
-  }
-  void TearDown() override { kiln_ctx_free(ctx_); }
-  kiln_array *Floats(std::vector<int64_t> shape, float start) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::vector<float> v(n);
-    for (int64_t i = 0; i < n; i++) v[i] = start + static_cast<float>(i);
-    kiln_array *a = nullptr;
-    EXPECT_EQ(kiln_array_from_host(dev_, KILN_F32, static_cast<int>(shape.size()), shape.data(),
-                                   v.data(), v.size() * sizeof(float), &a),
-              KILN_OK)
-        << kiln_last_error();
-    return a;
-  }
   // Bytes the device holds: an array's buffer goes when its last reference does.
   uint64_t InUse() {
     uint64_t bytes = 0;
     EXPECT_EQ(kiln_device_memory_in_use(dev_, &bytes), KILN_OK);
     return bytes;
   }
-  kiln_ctx *ctx_ = nullptr;
-  kiln_device *dev_ = nullptr;
 };
 
 TEST_F(TreeArrays, TreesRetainAndReleaseTheirArrays) {
