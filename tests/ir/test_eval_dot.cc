@@ -18,9 +18,7 @@ TEST(EvalDot, MatchesJax) {
 // is called directly with small buffers standing in for them (the program
 // walker would refuse the mismatched buffers).
 kiln_status HugeDot(const char *type) {
-  kir_program *raw = nullptr;
-  EXPECT_EQ(kir_program_new(&raw), KILN_OK);
-  std::unique_ptr<kir_program, eval_golden::ProgramDeleter> p(raw);
+  kiln_test::Program p = kiln_test::NewProgram();
   kir_aval a;
   EXPECT_EQ(kir_aval_parse(type, &a), KILN_OK);
   kir_vid v[2];

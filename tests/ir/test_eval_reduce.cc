@@ -107,9 +107,8 @@ TEST(EvalReduce, SortMatchesJax) {
 // program walker would refuse the mismatched buffer).
 void ExpectOutOfMemory(const char *prim_name, const char *params, const char *type) {
   SCOPED_TRACE(prim_name);
-  kir_program *raw = nullptr;
-  ASSERT_EQ(kir_program_new(&raw), KILN_OK);
-  std::unique_ptr<kir_program, eval_golden::ProgramDeleter> p(raw);
+  kiln_test::Program p = kiln_test::NewProgram();
+  ASSERT_TRUE(p);
   kir_aval a;
   ASSERT_EQ(kir_aval_parse(type, &a), KILN_OK);
   kir_vid x = KIR_NO_VAR;
