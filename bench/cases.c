@@ -27,7 +27,7 @@ static kiln_tree *kbench_broadcast(kiln_trace *t, const kiln_tree *a, void *u) {
 }
 
 /* softmax and layernorm are the functions the jit tests check against
- * jax.jit (tests/jit_cases.c), so the benchmarks time verified code. */
+ * jax.jit (tests/support/jit_cases.c), so the benchmarks time verified code. */
 static kiln_fn kbench_verified(const char *name) {
   for (const jit_case *c = kJitCases; c->name; c++)
     if (strcmp(c->name, name) == 0) return c->fn;

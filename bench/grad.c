@@ -2,7 +2,7 @@
  *
  *   bench_grad [--iters N] [--quick] [--json PATH]
  *
- * The models are tests/grad_models.c's (the gradient tests check them
+ * The models are tests/transform/grad_models.c's (the gradient tests check them
  * against JAX): an MLP (softmax cross-entropy), a small CNN (conv, relu,
  * max-pool) and a 2-layer transformer block (layernorm, causal attention,
  * GELU, residuals), on the context's first device (KILN_BACKEND). For each:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_grad (kiln) and jax.value_and_grad under jax.jit, alternately, on
 the same models and sizes: tests/golden/transform_models.py holds the JAX
-twins of tests/grad_models.c; the sizes come from bench_grad's JSON.
+twins of tests/transform/grad_models.c; the sizes come from bench_grad's JSON.
 
     python3 bench/grad_jax.py [--build build] [--rounds 3] [--iters 10]
         [--quick] [--json bench/results/grad-cpu.json] [--note TEXT]
@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def load_models():
   sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
-  import transform_models  # noqa: E402 (the JAX twins of tests/grad_models.c)
+  import transform_models  # noqa: E402 (the JAX twins of tests/transform/grad_models.c)
   return transform_models
 
 

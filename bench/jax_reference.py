@@ -4,7 +4,7 @@ default device, for bench/compare.py to set beside kiln's numbers.
 
 The rows mirror the C side exactly: the same names, shapes, dtypes, input
 values and math as bench/cases.c (softmax and layernorm are the functions of
-tests/jit_cases.c, whose JAX twins are in tests/golden/trace_jit.py) and as
+tests/support/jit_cases.c, whose JAX twins are in tests/golden/trace_jit.py) and as
 bench/matmul.c. Timing matches bench_fusion: after a warm-up batch (which
 compiles), each sample is --batch calls issued back to back and a
 block_until_ready on the last, divided by --batch; the median of --iters
@@ -38,7 +38,7 @@ DTYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# ---- the functions (bench/cases.c, tests/jit_cases.c, bench/matmul.c) ----
+# ---- the functions (bench/cases.c, tests/support/jit_cases.c, bench/matmul.c) ----
 
 def chain8(x):
   for _ in range(4):  # kbench_chain with 8 equations

@@ -5,7 +5,7 @@
  * 1. The libm functions the emitter calls, declared with GCC's simd
  *    attribute: a loop calling them is vectorised with glibc's vector forms
  *    (libmvec, linked by kcpu_cc_compile; glibc documents them within 4 ulp,
- *    tests/vector_math_test.cc measures each against the reference
+ *    tests/backend/cpu/test_vector_math.cc measures each against the reference
  *    evaluator) instead of one scalar call per element. Other compilers and C
  *    libraries keep the scalar calls.
  * 2. KILN_LANES_LOOP before the loop over a reduction's KILN_LANES

@@ -24,7 +24,7 @@
 /* Tiles of at most KCG_TILE_LIGHT accumulator registers are built for full
  * occupancy: 8 blocks of 256 threads per SM, 32 registers a thread; more
  * accumulators (six reductions spilled 20 bytes at 32) get 64 registers at
- * half occupancy (tests/test_codegen_registers.cc reads the cubins). */
+ * half occupancy (tests/codegen/test_codegen_registers.cc reads the cubins). */
 #define KCG_TILE_LIGHT 2
 /* A split stops where a thread would reduce fewer elements than this. */
 #define KCG_TILE_PER_THREAD 16

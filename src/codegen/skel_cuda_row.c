@@ -4,7 +4,7 @@
  * elements j = lane + k * T, k < EPT, and a kept value lives in a
  * per-thread array indexed by the unrolled k. How many values a thread may
  * keep follows from the registers the block size leaves it, so that nothing
- * spills (tests/test_codegen_registers.cc reads the counts from the cubin). */
+ * spills (tests/codegen/test_codegen_registers.cc reads the counts from the cubin). */
 #include <stdlib.h>
 #include "codegen/codegen.h"
 

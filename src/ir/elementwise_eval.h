@@ -14,7 +14,7 @@
 
 /* ---- the domain ----
  *
- * Semantics are XLA:CPU's as JAX runs them; tests/test_eval_elementwise.cc
+ * Semantics are XLA:CPU's as JAX runs them; tests/ir/test_eval_elementwise.cc
  * checks them against JAX.
  *
  * - Elements are loaded into one of two domains: floats as double (exact for

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_data_checkpoint.cc: safetensors files written
+"""Golden data for tests/data/test_data_checkpoint.cc: safetensors files written
 by Python's `safetensors` package (its numpy API), which kiln must restore.
 
 Writes, for the tree

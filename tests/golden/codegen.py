@@ -8,7 +8,7 @@ Writes codegen.txt: one case per block of lines,
     ...
     output <dtype> <n> <hex bits> [tol]
 
-tests/test_codegen.cc compiles each program's group with the code generator
+tests/codegen/test_codegen_*.cc compiles each program's group with the code generator
 and compares the kernel's outputs with these bits (floats: NaN matches any
 NaN; `tol` allows a relative difference for transcendental functions).
 """

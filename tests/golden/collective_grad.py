@@ -1,5 +1,5 @@
 """Goldens for the autodiff and batching of shard_map and the collectives
-(tests/test_spmd_grad.cc), computed by JAX on 8 CPU devices.
+(tests/dist/test_spmd_grad.cc), computed by JAX on 8 CPU devices.
 
 Cases (mesh of 8 devices on axis 'i' unless said):
   tp_dense   a tensor-parallel MLP: x split over rows, all_gather (tiled) +

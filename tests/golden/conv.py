@@ -1,4 +1,4 @@
-"""Expected values for tests/test_conv.cc, computed by JAX:
+"""Expected values for tests/trace/test_conv.cc, computed by JAX:
 lax.conv_general_dilated over 1-D and 2-D cases (strides, padding with
 negative entries, lhs and rhs dilation, NCHW, NHWC and mixed layouts,
 feature_group_count including depthwise, batch_group_count), their jvp at a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_data.cc, computed by JAX and NumPy themselves.
+"""Golden data for tests/data/test_data.cc, computed by JAX and NumPy themselves.
 
 Writes tests/golden/data.txt, one record per line, whitespace-separated:
 

@@ -1,4 +1,4 @@
-"""Goldens for kiln's sharded arrays (tests/test_dist_arrays.cc).
+"""Goldens for kiln's sharded arrays (tests/dist/test_dist_arrays.cc).
 
 Runs jax.device_put of host data onto named shardings on 8 and on 2 CPU
 devices (each count in its own process: XLA reads the device count once)

@@ -1,4 +1,4 @@
-"""Goldens for kiln's CPU collectives (tests/test_collective_cpu.cc).
+"""Goldens for kiln's CPU collectives (tests/backend/cpu/test_collective_cpu.cc).
 
 Runs jax.lax.psum/pmax/pmin/all_gather/psum_scatter/all_to_all/ppermute
 (tiled, axis 0) inside shard_map on 8 CPU

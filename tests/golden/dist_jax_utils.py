@@ -1,4 +1,4 @@
-"""Goldens for kiln's flax.jax_utils equivalents (tests/test_dist_jax_utils.cc).
+"""Goldens for kiln's flax.jax_utils equivalents (tests/dist/test_dist_jax_utils.cc).
 
 Runs flax.jax_utils.replicate / unreplicate and pad_shard_unpad around a
 jax.pmap on 8 and on 2 CPU devices (each count in its own process) and

@@ -1,4 +1,4 @@
-"""Goldens for kiln's meshes and named shardings (tests/test_dist_sharding.cc).
+"""Goldens for kiln's meshes and named shardings (tests/dist/test_dist_sharding.cc).
 
 Runs JAX on 8 CPU devices and writes, for meshes 8, 2x4 and 4x2 and many
 partition specs and global shapes, the shard shape and every device's index

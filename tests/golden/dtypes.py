@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_dtype.cc, computed by JAX (CPU, x64 enabled).
+"""Golden data for tests/core/test_dtype.cc, computed by JAX (CPU, x64 enabled).
 
 Writes, next to this script:
   promotion.txt          every (dtype, weak) x (dtype, weak) pair under the

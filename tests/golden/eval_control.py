@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_eval_control.cc, computed by JAX itself (CPU).
+"""Golden data for tests/ir/test_eval_control.cc, computed by JAX itself (CPU).
 
 Writes two files next to this script.
 

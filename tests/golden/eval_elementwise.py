@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_eval_elementwise.cc: what JAX (CPU, x64
+"""Golden data for tests/ir/test_eval_elementwise.cc: what JAX (CPU, x64
 enabled) computes for every elementwise primitive of kiln's IR, so that the
 reference evaluators in src/ir/elementwise.c can be checked against it.
 

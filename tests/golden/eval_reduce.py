@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_eval_reduce.cc and tests/test_eval_dot.cc:
+"""Golden data for tests/ir/test_eval_reduce.cc and tests/ir/test_eval_dot.cc:
 what JAX (CPU, x64 enabled) computes for the reduction family (reduce_sum,
 reduce_prod, reduce_max, reduce_min, reduce_and, reduce_or, argmax, argmin,
 cumsum, cumprod, cummax, cummin, sort) and for dot_general, so that the

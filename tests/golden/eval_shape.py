@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_eval_shape.cc: results of JAX's structural
+"""Golden data for tests/ir/test_eval_shape.cc: results of JAX's structural
 primitives (CPU, x64 enabled) for kiln's reference evaluators to match bit
 for bit.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_ir.cc: the result types JAX's own primitives
+"""Golden data for tests/ir/test_ir_*.cc: the result types JAX's own primitives
 give (CPU, x64 enabled), for kiln's shape/dtype rules to match.
 
 Each case binds one lax primitive under jax.eval_shape with kiln-style

@@ -1,4 +1,4 @@
-"""Goldens for jit over sharded arguments (tests/test_jit_shardings.cc).
+"""Goldens for jit over sharded arguments (tests/dist/test_jit_shardings.cc).
 
 jax.jit with in_shardings/out_shardings over meshes of the first 8 and of
 the first 2 CPU devices, for functions whose equations are elementwise or

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_nn.cc: Flax's layers and initializers, optax's
+"""Golden data for tests/nn/test_nn.cc: Flax's layers and initializers, optax's
 integer-label cross-entropy.
 
 Writes tests/golden/nn.txt, records "NAME : V..." with every float32 as the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_nn_layers.cc: flax.linen's BatchNorm, Embed and
+"""Golden data for tests/nn/test_nn_layers.cc: flax.linen's BatchNorm, Embed and
 MultiHeadDotProductAttention, computed by Flax itself.
 
 Writes tests/golden/nn_layers.txt, records "NAME : V..." with every float32

@@ -1,7 +1,7 @@
 """Expected results of kiln's numpy-level API (include/kiln/numpy.h), computed
 by jax.numpy / jax.nn / jax.lax under jax.jit.
 
-Each case is written here with JAX and in tests/numpy_cases.c with kiln's
+Each case is written here with JAX and in tests/trace/numpy_cases.c with kiln's
 functions; test_numpy.cc runs the C twin through kiln_jit on the inputs
 recorded here and compares with JAX's tolerances. Same file format as
 trace_jit.txt.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_optim.cc: optax's optimizers and schedules.
+"""Golden data for tests/nn/test_optim.cc: optax's optimizers and schedules.
 
 Writes tests/golden/optim.txt, whitespace-separated records, every f32 as
 the hex of its bits:

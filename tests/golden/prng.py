@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_prng.cc, computed by JAX itself (CPU).
+"""Golden data for tests/prng/test_prng.cc, computed by JAX itself (CPU).
 
 Writes tests/golden/prng.txt, one record per line, whitespace-separated:
 

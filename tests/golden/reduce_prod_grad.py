@@ -1,4 +1,4 @@
-"""Goldens for the jvp and gradient of reduce_prod (tests/test_transform_prod.cc),
+"""Goldens for the jvp and gradient of reduce_prod (tests/transform/test_transform_prod.cc),
 computed by JAX: inputs with no zero, one zero, two zeros (in one row and
 in different rows) and all zeros, reduced along each axis, along several
 and along all, in 2-D and 3-D. JAX's jvp multiplies the others (a tree of

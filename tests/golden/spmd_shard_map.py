@@ -1,5 +1,5 @@
 """Goldens for kiln_shard_map, kiln_pmap and the collectives inside them
-(tests/test_spmd.cc).
+(tests/dist/test_spmd.cc).
 
 Runs every collective (psum, pmax, pmin, pmean, all_gather, psum_scatter,
 ppermute, all_to_all, axis_index) over every axis combination of the 1-D

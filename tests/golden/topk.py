@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Golden data for top_k, cumlogsumexp and optimization_barrier from JAX
-(CPU), in the f32_lines format (tests/test_topk.cc reads topk.txt):
+(CPU), in the f32_lines format (tests/trace/test_topk.cc reads topk.txt):
 values (top_k with ties and k = n, with its int32 indices; cumlogsumexp
 forward and reverse with -inf entries), vjp of sum(f * c) and jvp at random
 points, and vmap with the mapped axis at 0 and 1.

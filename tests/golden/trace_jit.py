@@ -1,7 +1,7 @@
 """Expected results of traced-and-jitted functions, computed by jax.jit.
 
 Each case is a small function written twice: here with jax.numpy / lax, and
-in tests/test_jit.cc with kiln's ops. The file records the inputs (seeded),
+in tests/runtime/test_jit.cc with kiln's ops. The file records the inputs (seeded),
 the output avals (with JAX's weak-type flag) and the output bytes.
 
     python3 tests/golden/trace_jit.py   # writes trace_jit.txt beside it

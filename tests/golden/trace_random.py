@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_trace_random.cc beyond tests/golden/prng.txt.
+"""Golden data for tests/trace/test_trace_random.cc beyond tests/golden/prng.txt.
 
 Writes tests/golden/trace_random.txt in prng.txt's record format:
 

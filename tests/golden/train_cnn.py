@@ -1,4 +1,4 @@
-"""Golden for tests/test_train.cc: the main job's CNN, reduced, trained in
+"""Golden for tests/train/test_train.cc: the main job's CNN, reduced, trained in
 Flax + optax on 1 CPU device (jax.jit) and on 2 (the step under
 jax.shard_map, gradients, loss and accuracy averaged with lax.pmean).
 

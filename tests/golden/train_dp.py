@@ -1,4 +1,4 @@
-"""Golden for tests/test_train_dp.cc: the main job's MLP trained data-parallel
+"""Golden for tests/train/test_train_dp.cc: the main job's MLP trained data-parallel
 in JAX itself, the step under jax.shard_map over 2 CPU devices.
 
 The data set is the synthetic one test_train_support.h writes (the same

@@ -1,4 +1,4 @@
-"""Expected values for tests/test_transform_control.cc, computed by JAX:
+"""Expected values for tests/transform/test_transform_control.cc, computed by JAX:
 autodiff (grad, jvp) and vmap of lax.cond and of a lax.scan RNN, per-example
 gradients through both, f32.
 

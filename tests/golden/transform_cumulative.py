@@ -1,5 +1,5 @@
 """Expected derivatives of the cumulative primitives (cumprod, cummax,
-cummin, cumlogsumexp) for tests/test_transform_cumulative.cc, computed by
+cummin, cumlogsumexp) for tests/transform/test_transform_cumulative.cc, computed by
 JAX, f32: for each case along axis 1, forward and reversed, the value, the
 vjp of x -> f(x) against a random cotangent c (the gradient of
 sum(f(x) * c)), the jvp against a random tangent t, and the jvp under vmap

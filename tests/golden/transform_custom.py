@@ -1,4 +1,4 @@
-"""Expected values for tests/test_transform_custom.cc, computed by JAX:
+"""Expected values for tests/transform/test_transform_custom.cc, computed by JAX:
 stop_gradient, custom_jvp and custom_vjp rules (under grad, jvp, vmap and
 grad of grad), and jax.checkpoint (remat) of a two-block network with its
 saved-residual counts per policy. f32 throughout.

@@ -1,4 +1,4 @@
-"""Expected derivatives for tests/test_transform.cc, computed by JAX.
+"""Expected derivatives for tests/transform/test_transform.cc, computed by JAX.
 
 For each elementwise primitive: the vjp of x -> op(x) (and of (x, y) ->
 op(x, y), with y also a scalar to exercise broadcasting) against a random

@@ -1,5 +1,5 @@
-"""Whole-program gradients from JAX for tests/test_transform_models.cc: the
-JAX twins of tests/grad_models.c (an MLP, a small CNN with max-pool, a
+"""Whole-program gradients from JAX for tests/transform/test_transform_models.cc: the
+JAX twins of tests/transform/grad_models.c (an MLP, a small CNN with max-pool, a
 2-layer pre-layernorm transformer block with causal attention, tanh GELU and
 residuals), their loss and jax.grad with respect to every parameter and the
 input, f32; and bf16 gradients of a few primitives (x f32 converted to bf16

@@ -1,5 +1,5 @@
 """Expected derivatives of the elementwise primitives issue 11 added, for
-tests/test_transform.cc, computed by JAX: for each, the vjp of x -> op(x)
+tests/transform/test_transform.cc, computed by JAX: for each, the vjp of x -> op(x)
 against a random cotangent c (the gradient of sum(op(x) * c)) and the jvp
 against a random tangent t, f32. digamma's jvp is polygamma(1, x) in JAX;
 kiln emits trigamma from primitives (checked on both sides of 0).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden data for tests/test_tree.cc: pytree structure as JAX sees it.
+"""Golden data for tests/tree/test_tree_*.cc: pytree structure as JAX sees it.
 
 Builds a set of pytrees (dicts with unsorted keys, nested lists and tuples,
 None, dataclasses registered with jax.tree_util.register_dataclass, classes

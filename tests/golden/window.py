@@ -1,4 +1,4 @@
-"""Expected values for tests/test_window.cc, computed by JAX: lax's
+"""Expected values for tests/trace/test_window.cc, computed by JAX: lax's
 reduce_window_sum/max/min (1-D, 2-D, NHWC, strides, padding, base and
 window dilation; f32 and bf16), Flax's max_pool / avg_pool (the pooling
 arithmetic of flax.linen.pooling, restated below because Flax is not in the
