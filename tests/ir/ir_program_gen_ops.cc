@@ -18,7 +18,7 @@ void Gen::Elementwise(Scope &s) {
       KIR_PRIM_ASIN,  KIR_PRIM_ACOS,  KIR_PRIM_ATAN,  KIR_PRIM_SINH,     KIR_PRIM_COSH,
       KIR_PRIM_ASINH, KIR_PRIM_ACOSH, KIR_PRIM_ATANH, KIR_PRIM_ERF,      KIR_PRIM_ERF_INV,
       KIR_PRIM_IS_FINITE, KIR_PRIM_SQUARE, KIR_PRIM_ERFC, KIR_PRIM_LGAMMA, KIR_PRIM_DIGAMMA,
-      KIR_PRIM_COPY};
+      KIR_PRIM_COPY, KIR_PRIM_BESSEL_I0E, KIR_PRIM_BESSEL_I1E};
   static const std::vector<kir_prim> num_binary = {KIR_PRIM_ADD, KIR_PRIM_SUB, KIR_PRIM_MUL,
                                                    KIR_PRIM_DIV, KIR_PRIM_REM, KIR_PRIM_MAX,
                                                    KIR_PRIM_MIN};
