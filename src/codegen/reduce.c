@@ -230,7 +230,8 @@ void kcg_reduce_nested(kcg_ctx *c, const int *eqns, int n, int ix, kcg_term *out
   bool flush_rows = blocked && !block_inner && m > 1 && count / width > KCG_BLOCK &&
                     main / width >= KCG_BLOCK / 16;
   kcg_cascade cas;
-  int64_t rows = count / inner, per_row = (main + KCG_BLOCK * width - 1) / (KCG_BLOCK * width);
+  int64_t rows = inner ? count / inner : 0, /* zero-size operands: no rows */
+          per_row = (main + KCG_BLOCK * width - 1) / (KCG_BLOCK * width);
   if (block_inner || flush_rows)
     kcg_cascade_declare(c, scope, r, n, lanes ? "KILN_LANES" : NULL,
                         block_inner ? rows * per_row : rows, &cas);
