@@ -242,9 +242,10 @@ typedef struct kdist_call {
   /* Whether device i waits in a rendezvous (it comes back by itself, so it
    * is not abandoned: the others get that long again). */
   bool (*waiting)(void *arg, int i);
-  /* Device i's progress: a count that moves with each step it finishes.
-   * While no device has finished, a grace(-1) in which no running device
-   * moved (none waiting) ends the call: all of them are stuck. */
+  /* Device i's progress: a count that moves with each step it finishes. A
+   * device that moved within the last period is not judged stuck (the
+   * others get grace(-1) more); while no device has finished, a grace(-1)
+   * in which no running device moved (none waiting) ends the call. */
   uint64_t (*progress)(void *arg, int i);
   /* Device i is being abandoned (called before its thread is detached and
    * before the call returns): tell it to stop, hold what it may touch. */
@@ -262,7 +263,8 @@ void kdist_workers_free(kdist_workers *w);
 /* Runs c for devices 0..n-1 on w's threads (on threads of its own where w is
  * NULL, busy or too small) while the caller waits. Once a device finishes,
  * the others have c->grace seconds; those that have not finished by then
- * (while none waits in a rendezvous) are abandoned (left[i] set): their
+ * (while none waits in a rendezvous and none of them moved in that time)
+ * are abandoned (left[i] set): their
  * threads are detached, and whenever they return they call c->left and
  * exit. KILN_OK once every device
  * finished or was abandoned; an error (nothing ran) where threads cannot

@@ -181,26 +181,30 @@ static void run_on(kdist_workers *w, int n, const kdist_call *c, bool *left) {
   for (int i = 0; i < n; i++) w->seen[i] = c->progress(c->arg, i);
   while (w->pending) {
     int rc = pthread_cond_timedwait(&w->done, &w->mu, &deadline);
-    /* Each device that finished bounds how long the others may take. */
+    /* Each device that finished bounds how long the others may take; their
+     * progress is judged from then. */
+    bool newly = false;
     for (int i = 0; i < n; i++)
       if (w->finished[i] && !w->noted[i]) {
-        w->noted[i] = true;
+        w->noted[i] = newly = true;
         struct timespec d = deadline_after(c->grace(c->arg, i));
         if (!timed || before(&d, &deadline)) deadline = d;
         timed = true;
       }
+    for (int i = 0; newly && i < n; i++) w->seen[i] = c->progress(c->arg, i);
     if (rc != ETIMEDOUT || !w->pending) continue;
     /* A device waiting in a rendezvous comes back by itself (its wait is
      * bounded): give it that time again before judging the others; so does
-     * one that moved while none has finished. */
+     * one that moved in the last period (slow, say on a loaded machine, but
+     * not stuck). */
     bool waiting = false;
     for (int i = 0; i < n && !waiting; i++) waiting = !w->finished[i] && c->waiting(c->arg, i);
-    for (int i = 0; !timed && i < n; i++) {
+    for (int i = 0; i < n; i++) {
       uint64_t now = c->progress(c->arg, i);
       moved |= !w->finished[i] && now != w->seen[i];
       w->seen[i] = now;
     }
-    if (waiting || (!timed && moved)) {
+    if (waiting || moved) {
       moved = false;
       deadline = deadline_after(c->grace(c->arg, -1));
       continue;
